@@ -1,0 +1,1 @@
+"""The `monarch top` console."""

@@ -1,0 +1,1 @@
+"""Telemetry: records, clock, store and exporters. Imports nothing of monarch."""
