@@ -1,0 +1,227 @@
+"""ActorMesh: a picklable reference to the actors of one spawn, or to a slice of them.
+
+A reference is plain data (ids, a View over the proc mesh's base ranks, the procs' addresses),
+so it can be passed to other actors, which then call the mesh directly. Every adverb sends one
+message to the first rank of the view; the procs fan it out (see `_process`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Generic, TypeVar
+
+from . import _context, _process
+from ._endpoint import ActorEndpoint, NotAnEndpoint
+from ._errors import UnpicklableError
+from ._future import Future
+from ._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
+from ._shape import Extent, View
+from ._value_mesh import ValueMesh
+from ._wire import _serial
+from ._wire._transport import PeerGone
+
+A = TypeVar("A")
+
+
+class ActorMesh(Generic[A]):
+    """The actors spawned by `ProcMesh.spawn`, or a slice of them.
+
+    Endpoints are attributes: `mesh.step.call(...)`. Slicing (`slice`, `flatten`, `rename`,
+    `split`) returns another reference to some of the same actors.
+    """
+
+    def __init__(self, *, mesh_id: str, name: str, class_name: str, endpoints: frozenset[str],
+                 methods: frozenset[str], procs: str, table: tuple[str, ...], full: View,
+                 view: View, owner_id: str) -> None:
+        self._mesh_id = mesh_id
+        self._name = name
+        self._class_name = class_name
+        self._endpoints = endpoints
+        self._methods = methods
+        self._procs = procs
+        self._table = table
+        self._full = full
+        self._view = view
+        self._owner_id = owner_id
+        self._ranks = view.ranks()
+        self._addresses = tuple(table[r] for r in self._ranks)
+
+    # -- endpoints -------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._endpoints:
+            endpoint = ActorEndpoint(self, name)
+            self.__dict__[name] = endpoint
+            return endpoint
+        if name in self._methods:
+            return NotAnEndpoint(self, name)
+        raise AttributeError(name)
+
+    def _send(self, method: str, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
+        if mode == "call_one" and len(self._ranks) != 1:
+            raise ValueError(
+                f"call_one requires exactly 1 actor, but mesh has {len(self._ranks)}")
+        if mode == "choose" or mode == "port:choose":
+            return self._chosen()._send(method, args, kwargs, mode.replace("choose", "one"),
+                                        port)
+        runtime = _process.current() or _ensure_runtime()
+        sender = _context.context().actor_instance._sender
+        frames = _pack(args, kwargs, self._name, method)
+        info = CallInfo(self._name, method, self._label_at)
+        if mode == "broadcast" or mode.startswith("port:"):
+            reply_to = None if port is None else (port._address, port._port_id)
+            refused = self._refusal(runtime)
+            if refused is None:
+                self._cast(runtime, sender, method, frames, reply_to)
+            return None
+        future: Future[Any] = Future()
+        futures: list[Future[Any]] = []
+        if mode == "stream":
+            futures = [Future() for _ in self._ranks]
+            sink: Any = StreamSink(futures, self._addresses, info)
+        elif mode == "call":
+            extent = self._view.extent
+            sink = CallSink(future, self._addresses, info,
+                            lambda values: ValueMesh(extent, values))
+        else:
+            sink = OneSink(future, self._addresses[0], info)
+        refused = self._refusal(runtime)
+        if refused is not None:
+            index, report = refused
+            error = supervision_error(info, report)
+            for fut in futures or [future]:
+                fut.set_exception(error)
+        else:
+            port_id = runtime.new_port(sink)
+            try:
+                self._cast(runtime, sender, method, frames, (runtime.address, port_id))
+            except PeerGone:
+                runtime.drop_port(port_id)
+                sink.fail(self._addresses[0], runtime.dead.get(self._addresses[0], "gone"),
+                          None)
+        return futures if mode == "stream" else future
+
+    def _cast(self, runtime: Any, sender: str, method: str, frames: list[Any],
+              port: tuple | None) -> None:
+        runtime.cast(sender, self._mesh_id, method, self._procs, self._table, self._view,
+                     self._ranks, frames, port)
+
+    def _refusal(self, runtime: Any) -> tuple[int, str] | None:
+        """(index, report) of the first rank known to have failed, if any."""
+        if runtime.dead:
+            for i, address in enumerate(self._addresses):
+                reason = runtime.dead.get(address)
+                if reason is not None:
+                    return i, self._report(i, reason)
+        if runtime.failed_actors:
+            for i, rank in enumerate(self._ranks):
+                report = runtime.failed_actors.get((self._mesh_id, rank))
+                if report is not None:
+                    return i, report
+        return None
+
+    def _label_at(self, index: int) -> str:
+        point = self._full.point(self._full.index_of(self._ranks[index]))
+        owner = "<root>" if self._owner_id == "root" else f"<{self._owner_id}>"
+        return f"{owner}.<{self._class_name} {self._name}{point!r}>"
+
+    def _report(self, index: int, reason: str) -> str:
+        return f"The actor {self._label_at(index)} and all its descendants have failed:\n  {reason}"
+
+    def _chosen(self) -> "ActorMesh[A]":
+        index = random.randrange(len(self._ranks))
+        coords = self._view.point(index)
+        return self._with(self._view.slice(**dict(coords)))
+
+    # -- geometry --------------------------------------------------------------------------
+    def _with(self, view: View) -> "ActorMesh[A]":
+        return ActorMesh(mesh_id=self._mesh_id, name=self._name, class_name=self._class_name,
+                         endpoints=self._endpoints, methods=self._methods, procs=self._procs,
+                         table=self._table, full=self._full, view=view,
+                         owner_id=self._owner_id)
+
+    def slice(self, **kwargs: Any) -> "ActorMesh[A]":
+        """The actors at the given coordinates: an int drops the dimension, a slice keeps it."""
+        return self._with(self._view.slice(**kwargs))
+
+    def flatten(self, name: str) -> "ActorMesh[A]":
+        """The same actors as one dimension called `name`."""
+        return self._with(self._view.flatten(name))
+
+    def rename(self, **kwargs: str) -> "ActorMesh[A]":
+        """The same actors with dimensions renamed (`old=new`)."""
+        return self._with(self._view.rename(**kwargs))
+
+    def split(self, **kwargs: Any) -> "ActorMesh[A]":
+        """The same actors with a dimension split into several."""
+        return self._with(self._view.split(**kwargs))
+
+    @property
+    def extent(self) -> Extent:
+        """Dimension labels and sizes."""
+        return self._view.extent
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Sizes by dimension label."""
+        extent = self._view.extent
+        return dict(zip(extent.labels, extent.sizes))
+
+    def size(self, label: str | None = None) -> int:
+        """The number of actors, or the size of dimension `label`."""
+        if label is None:
+            return len(self._ranks)
+        return self.sizes[label]
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def stop(self, reason: str = "actor was stopped") -> Future[None]:
+        """Stops these actors (after `__cleanup__`); later calls raise SupervisionError."""
+        from ._proc_mesh import stop_actors
+
+        return stop_actors(self, reason)
+
+    def initialized(self) -> Future[None]:
+        """A future settled once every actor has run `__init__`."""
+        from ._proc_mesh import ping_actors
+
+        return ping_actors(self)
+
+    def __reduce__(self) -> Any:
+        return _rebuild, (self._mesh_id, self._name, self._class_name, tuple(self._endpoints),
+                          tuple(self._methods), self._procs, self._table, self._full.to_wire(),
+                          self._view.to_wire(), self._owner_id)
+
+    def __repr__(self) -> str:
+        module, _, qual = self._class_name.rpartition(".")
+        shape = ",".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"ActorMesh(class=<class '{self._class_name}'>, shape={{{shape}}})"
+
+
+def _rebuild(mesh_id: str, name: str, class_name: str, endpoints: tuple, methods: tuple,
+             procs: str, table: tuple, full: tuple, view: tuple, owner_id: str) -> ActorMesh[Any]:
+    return ActorMesh(mesh_id=mesh_id, name=name, class_name=class_name,
+                     endpoints=frozenset(endpoints), methods=frozenset(methods), procs=procs,
+                     table=tuple(table), full=View.from_wire(full), view=View.from_wire(view),
+                     owner_id=owner_id)
+
+
+def _pack(args: tuple, kwargs: dict, mesh_name: str, method: str) -> list[Any]:
+    if not args and not kwargs:
+        return []
+    try:
+        data, buffers = _serial.dumps((args, kwargs))
+    except Exception as exc:
+        raise UnpicklableError(f"could not pickle the arguments of {mesh_name}.{method}: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    return [data, *buffers]
+
+
+def _ensure_runtime() -> Any:
+    _context.root()
+    runtime = _process.current()
+    assert runtime is not None
+    return runtime

@@ -1,0 +1,145 @@
+"""The current context: which actor is running, and which message it handles.
+
+This is the one global the runtime keeps (a ContextVar, so each actor thread and task sees its
+own). Outside any actor, `context()` is the process's root instance; in a process that is not a
+proc, asking for it starts the job (the process becomes the controller).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import threading
+from typing import Any, Callable
+
+from ._shape import Extent, Point
+
+_current: contextvars.ContextVar["Context | None"] = contextvars.ContextVar(
+    "monarch_context", default=None)
+_root: "Context | None" = None
+_root_lock = threading.Lock()
+
+
+class Instance:
+    """The running actor (or the root client outside actors): `context().actor_instance`.
+
+    Attributes:
+        actor_id: unique id of this actor in the job.
+        name: display name, `<mesh name>[<rank>]` for actors, `root` for the controller.
+        class_name: qualified name of the actor's class.
+        rank: this actor's point in its whole actor mesh.
+        proc_id: id of the process hosting it.
+        creator: actor id of the owner that spawned its mesh (None for the root).
+    """
+
+    def __init__(self, *, actor_id: str, name: str, class_name: str, rank: Point,
+                 proc_id: str, creator: str | None, sender: str,
+                 proc_mesh: Callable[[], Any], slot: Any = None) -> None:
+        self.actor_id = actor_id
+        self.name = name
+        self.class_name = class_name
+        self.rank = rank
+        self.proc_id = proc_id
+        self.creator = creator
+        self._sender = sender
+        self._proc_mesh = proc_mesh
+        self._slot = slot
+
+    @property
+    def proc(self) -> Any:
+        """The ProcMesh of the single process hosting this actor."""
+        return self._proc_mesh()
+
+    @property
+    def proc_mesh(self) -> Any:
+        """Same as `proc`."""
+        return self._proc_mesh()
+
+    def stop(self, reason: str = "stopped by the actor itself") -> None:
+        """Stops this actor after the current message; later calls fail with SupervisionError."""
+        if self._slot is None:
+            raise RuntimeError("the root client cannot be stopped; end the script instead")
+        self._slot.request_stop(reason)
+
+    def abort(self, reason: str = "aborted by the actor itself") -> None:
+        """Fails this actor now: a supervision event for its owner, with `reason`."""
+        if self._slot is None:
+            raise RuntimeError("the root client cannot abort; raise an exception instead")
+        self._slot.request_abort(reason)
+
+    def __repr__(self) -> str:
+        return f"<Instance {self.name}>"
+
+
+class Context:
+    """What `context()` returns: the running actor and the point of the message it handles."""
+
+    __slots__ = ("actor_instance", "_view", "_index", "_point", "_resolve")
+
+    def __init__(self, instance: Instance, view: Any = None, index: int = 0,
+                 resolve: Callable[[Any], Any] | None = None) -> None:
+        self.actor_instance = instance
+        self._view = view
+        self._index = index
+        self._point: Point | None = None
+        self._resolve = resolve
+
+    @property
+    def message_rank(self) -> Point:
+        """The point of the current message within the mesh slice that was called."""
+        if self._point is None:
+            if self._view is None:
+                self._point = Point(0, Extent([], []))
+            else:
+                view = self._resolve(self._view) if self._resolve else self._view
+                self._point = view.point(self._index)
+        return self._point
+
+
+def context() -> Context:
+    """Returns the current context (the running actor, or this process's root client)."""
+    ctx = _current.get()
+    if ctx is not None:
+        return ctx
+    return root()
+
+
+def root() -> Context:
+    """This process's root context; in a process that is not a proc, starts the job."""
+    if _root is None:
+        importlib.import_module("monarch._controller._job").ensure_job()
+    assert _root is not None
+    return _root
+
+
+def set_root(ctx: Context | None) -> None:
+    """Sets this process's root context (bootstrap only)."""
+    global _root
+    with _root_lock:
+        _root = ctx
+
+
+def enter(ctx: Context) -> contextvars.Token:
+    """Makes `ctx` current in this thread/task; returns the token for `leave`."""
+    return _current.set(ctx)
+
+
+def leave(token: contextvars.Token) -> None:
+    """Restores the context that `enter` replaced."""
+    _current.reset(token)
+
+
+def current_rank() -> Point:
+    """The point of the current message within the called mesh slice."""
+    return context().message_rank
+
+
+def current_size() -> dict[str, int]:
+    """The sizes of the called mesh slice, by dimension."""
+    extent = context().message_rank.extent
+    return dict(zip(extent.labels, extent.sizes))
+
+
+def current_actor_name() -> str:
+    """The display name of the running actor."""
+    return context().actor_instance.name

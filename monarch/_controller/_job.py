@@ -1,0 +1,273 @@
+"""The job: what the controller process starts on first use, and stops at exit.
+
+`ensure_job()` makes this process the controller: a per-job secret and private run directory,
+the process runtime, the local host agent (zygote), the supervisor, the services other
+processes call, and the root context. `Job.shutdown()` (also at interpreter exit) stops every
+proc, ends the zygote and removes the run directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import _hosting, _process, _services
+from .._context import Context, Instance, set_root
+from .._future import Future
+from .._host._agent import HostAgent
+from .._host_mesh import local_host_mesh
+from .._identity import ProcessIdentity, set_current_process
+from .._proc_mesh import ProcMesh
+from .._process import ProcessRuntime
+from .._shape import Extent, Point, View
+from .._wire import _serial
+from .._wire._messages import ERROR, OK, Call
+from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
+
+LOCAL_HOST = "local"
+STOP_GRACE_S = 10.0
+"""How long a stopping proc may take before it is SIGKILLed."""
+
+_job: "Job | None" = None
+_lock = threading.Lock()
+
+
+def ensure_job() -> "Job":
+    """Returns this process's job, starting it (this process becomes the controller)."""
+    global _job
+    with _lock:
+        if _job is None:
+            _job = Job()
+        return _job
+
+
+def current_job() -> "Job | None":
+    """The running job, if this process is its controller."""
+    return _job
+
+
+def run_root() -> Path:
+    """The per-user directory (mode 0700) holding each running job's directory."""
+    base = os.environ.get("MONARCH_RUN_DIR") or f"/tmp/monarch-{os.getuid()}"
+    root = Path(base)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if root.stat().st_uid != os.getuid():
+        raise PermissionError(f"{root} belongs to another user")
+    os.chmod(root, 0o700)
+    return root
+
+
+class Job:
+    """The controller's job-level state. Created by `ensure_job`."""
+
+    def __init__(self) -> None:
+        self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self.run_dir = run_root() / self.job_id
+        self.run_dir.mkdir(mode=0o700)
+        self.hostname = socket.gethostname()
+        self.identity = ProcessIdentity(job_id=self.job_id, secret=os.urandom(32),
+                                        run_dir=self.run_dir, name="controller",
+                                        hostname=self.hostname)
+        set_current_process(self.identity)
+        self.runtime = ProcessRuntime(self.identity, f"ipc://{self.run_dir}/ctl.sock")
+        _process.set_current(self.runtime)
+        self.runtime.learn_table("ctl", (self.runtime.address,))
+        self.supervisor = Supervisor(self.runtime)
+        self.agent = HostAgent(
+            on_fork=lambda proc, pid: self.runtime.call_soon(
+                lambda: self.supervisor.proc_forked(proc, pid)),
+            on_exit=lambda pid, status: self.runtime.call_soon(
+                lambda: self.supervisor.proc_exited(pid, status)),
+            on_lost=lambda: self.runtime.call_soon(
+                lambda: self.supervisor.lost_host(LOCAL_HOST)))
+        self.host_mesh = local_host_mesh(LOCAL_HOST)
+        view = View.dense([], [])
+        self.proc_mesh = ProcMesh(procs="ctl", table=(self.runtime.address,), full=view,
+                                  view=view, host_mesh=self.host_mesh)
+        self.singletons: dict[str, Any] = {}
+        self.log_options: dict[str, Any] = {}
+        self._preloaded = False
+        self._shut = False
+        self._install()
+        set_root(Context(Instance(
+            actor_id="root", name="root", class_name="root", rank=Point(0, Extent([], [])),
+            proc_id="controller", creator=None, sender="root",
+            proc_mesh=lambda: self.proc_mesh)))
+        self.runtime.start()
+        atexit.register(self.shutdown)
+
+    def _install(self) -> None:
+        runtime = self.runtime
+        runtime.system_methods["spawn"] = _hosting.spawn_handler(runtime, lambda: self.proc_mesh)
+        runtime.system_methods["stop_actors"] = _hosting.stop_handler(runtime)
+        runtime.system_methods["ping"] = _hosting.ping_handler(runtime)
+        runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
+        services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
+                    "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
+                    "shutdown_hosts": self.shutdown_hosts}
+        for name, fn in services.items():
+            _services.register(name, self._on_io(fn))
+            runtime.system_methods[name] = self._service_method(fn)
+
+    def _on_io(self, fn: Any) -> Any:
+        """Wraps a service so that it always runs on the I/O thread (it mutates the supervisor)."""
+        def call(*args: Any) -> Future[Any]:
+            out: Future[Any] = Future()
+
+            def run() -> None:
+                try:
+                    result = fn(*args)
+                except Exception as exc:  # noqa: BLE001 - delivered through the future
+                    out.set_exception(exc)
+                    return
+                if isinstance(result, Future):
+                    result.add_done_callback(lambda: _copy(result, out))
+                else:
+                    out.set_result(result)
+
+            if self.runtime.on_io_thread():
+                run()
+            else:
+                self.runtime.call_soon(run)
+            return out
+
+        return call
+
+    def _service_method(self, fn: Any) -> Any:
+        """A service as a system method other processes call (see `_services.call`)."""
+        def handle(msg: Call, frames: list[Any]) -> None:
+            args = _serial.loads(frames[0].buffer, [f.buffer for f in frames[1:]])
+            future = self._on_io(fn)(*args)
+            future.add_done_callback(lambda: self._answer(msg, future))
+
+        return handle
+
+    def _answer(self, msg: Call, future: Future[Any]) -> None:
+        if msg.port is None:
+            return
+        try:
+            value = future.get()
+            status, payload = OK, value
+        except Exception as exc:  # noqa: BLE001 - sent to the caller
+            status, payload = ERROR, (exc, "")
+        data, buffers = _serial.dumps(payload)
+        self.runtime.reply(msg.port, msg.lo, status, [data, *buffers])
+
+    # -- services (I/O thread) -------------------------------------------------------------
+    def spawn_procs(self, hosts: list[str], per_host: dict[str, int], name: str | None,
+                    bootstrap: Any) -> tuple[str, list[str]]:
+        unknown = [h for h in hosts if h != LOCAL_HOST]
+        if unknown:
+            raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
+        procs = f"{name or 'procs'}-{secrets.token_hex(3)}"
+        labels, sizes = list(per_host), list(per_host.values())
+        count = 1
+        for size in sizes:
+            count *= size
+        table = [f"ipc://{self.run_dir}/{procs}-{rank}.sock" for rank in range(count)]
+        boot = _serial.dumps(bootstrap)[0] if bootstrap is not None else None
+        for rank in range(count):
+            proc = f"{procs}-{rank}"
+            self.supervisor.add_proc(ProcRecord(proc, procs, rank, table[rank], self.hostname))
+            self.agent.fork(proc, self._proc_config(proc, procs, rank, labels, sizes, table,
+                                                    boot))
+        self._maybe_preload()
+        return procs, table
+
+    def _proc_config(self, proc: str, procs: str, rank: int, labels: list[str],
+                     sizes: list[int], table: list[str], boot: bytes | None) -> dict[str, Any]:
+        return {"job": self.job_id, "secret": self.identity.secret,
+                "run_dir": str(self.run_dir), "proc": proc, "procs": procs, "rank": rank,
+                "labels": labels, "sizes": sizes, "table": table, "address": table[rank],
+                "controller": self.runtime.address, "host_id": LOCAL_HOST,
+                "hostname": self.hostname, "env": dict(os.environ), "path": list(sys.path),
+                "cwd": os.getcwd(), "bootstrap": boot}
+
+    def _maybe_preload(self) -> None:
+        if self._preloaded:
+            return
+        self._preloaded = True
+        heavy = [m for m in ("numpy", "torch") if m in sys.modules]
+        if heavy:
+            self.agent.preload(heavy)
+
+    def stop_procs(self, procs: str, ranks: list[int]) -> Future[None]:
+        records = [self.supervisor.procs[f"{procs}-{r}"] for r in ranks
+                   if f"{procs}-{r}" in self.supervisor.procs]
+        live = [r for r in records if r.state in (STARTING, RUNNING)]
+        done = self.supervisor.stopping(records)
+        for record in live:
+            self.runtime.notify(record.address, "stop_proc", {})
+        self.runtime.call_later(STOP_GRACE_S, lambda: self._kill_stragglers(live))
+        return done
+
+    def _kill_stragglers(self, records: list[ProcRecord]) -> None:
+        for record in records:
+            if record.state == "stopping" and record.pid:
+                self.agent.signal(record.pid, signal.SIGKILL)
+
+    def get_or_spawn(self, name: str, cls: type, args: tuple, kwargs: dict) -> Any:
+        mesh = self.singletons.get(name)
+        if mesh is None:
+            mesh = self.singletons[name] = self.proc_mesh.spawn(name, cls, *args, **kwargs)
+        return mesh
+
+    def logging_option(self, stream_to_client: bool, aggregate_window_sec: int | None,
+                       level: int) -> None:
+        self.log_options = {"stream_to_client": stream_to_client,
+                            "aggregate_window_sec": aggregate_window_sec, "level": level}
+
+    def shutdown_hosts(self, hosts: list[str]) -> Future[None]:
+        records = [r for r in self.supervisor.procs.values()
+                   if r.state in (STARTING, RUNNING)]
+        by_mesh: dict[str, list[int]] = {}
+        for record in records:
+            by_mesh.setdefault(record.procs, []).append(record.rank)
+        futures = [self.stop_procs(procs, ranks) for procs, ranks in by_mesh.items()]
+        out: Future[None] = Future()
+        remaining = [len(futures)]
+
+        def one_done() -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                out.set_result(None)
+
+        for future in futures:
+            future.add_done_callback(one_done)
+        if not futures:
+            out.set_result(None)
+        return out
+
+    # -- end -------------------------------------------------------------------------------
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stops every proc (gracefully, then by force), the zygote and the runtime."""
+        global _job
+        if self._shut:
+            return
+        self._shut = True
+        try:
+            if self.runtime._thread is not None and self.runtime._thread.is_alive():
+                _services.call("shutdown_hosts", [LOCAL_HOST]).get(timeout=timeout)
+        except Exception:  # noqa: BLE001 - forced below
+            pass
+        self.agent.close()
+        self.runtime.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        with _lock:
+            _job = None
+
+
+def _copy(src: Future[Any], dst: Future[Any]) -> None:
+    try:
+        dst.set_result(src.get())
+    except BaseException as exc:  # noqa: BLE001 - forwarded as is
+        dst.set_exception(exc)

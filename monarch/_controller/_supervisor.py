@@ -1,0 +1,212 @@
+"""The job's supervisor: what runs where, what failed, and who must be told.
+
+It lives in the controller and is driven on the controller's I/O thread: forks and exits from
+host agents, `ProcStarted` from procs, `actor_started`/`actor_failed` notices from hosting. A
+failure is recorded (for the console and CLI), every process learns of dead procs, and each
+affected mesh's owner gets a MeshFailure: `__supervise__` in its proc, or the root fault hook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal as _signal
+import time
+from typing import Any, Callable
+
+from .. import _supervision
+from .._future import Future
+from .._process import ProcessRuntime
+from .._wire._messages import ProcStarted
+
+STARTING, RUNNING, STOPPING, STOPPED, FAILED = "starting", "running", "stopping", "stopped", "failed"
+
+
+@dataclasses.dataclass
+class ProcRecord:
+    """One proc of the job. Mutated on the controller's I/O thread only."""
+
+    proc: str
+    procs: str
+    rank: int
+    address: str
+    host: str
+    pid: int | None = None
+    state: str = STARTING
+    status: int | None = None
+    started: float = dataclasses.field(default_factory=time.time)
+    meshes: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class MeshRecord:
+    """One actor mesh of the job."""
+
+    mesh: str
+    name: str
+    class_name: str
+    owner: str
+    owner_id: str
+    procs: str
+    ranks: dict[int, str] = dataclasses.field(default_factory=dict)
+    """rank in the mesh -> proc hosting that actor."""
+    labels: dict[int, str] = dataclasses.field(default_factory=dict)
+    """rank in the mesh -> the actor's label, `<root>.<__main__.A a{'gpus': 0/2}>`."""
+    states: dict[int, str] = dataclasses.field(default_factory=dict)
+    """rank in the mesh -> running / failed / stopped."""
+
+
+class Supervisor:
+    """Bookkeeping and failure routing for the whole job (controller I/O thread)."""
+
+    def __init__(self, runtime: ProcessRuntime,
+                 on_failure: Callable[[dict[str, Any]], None] = lambda failure: None) -> None:
+        self.runtime = runtime
+        self.procs: dict[str, ProcRecord] = {}
+        self.by_pid: dict[int, str] = {}
+        self.by_address: dict[str, str] = {}
+        self.meshes: dict[str, MeshRecord] = {}
+        self.failures: list[dict[str, Any]] = []
+        """Every failure report of the job, oldest first (kept for the console and CLI)."""
+        self._stop_waiters: list[tuple[set[str], Future[None]]] = []
+        self._on_failure = on_failure
+        runtime.kind_handlers[ProcStarted] = lambda msg, frames: self.proc_started(msg)
+        runtime.notice_handlers["actor_started"] = self.actor_started
+        runtime.notice_handlers["actor_failed"] = self.actor_failed
+
+    # -- procs -----------------------------------------------------------------------------
+    def add_proc(self, record: ProcRecord) -> None:
+        """Registers a proc about to be forked."""
+        self.procs[record.proc] = record
+        self.by_address[record.address] = record.proc
+
+    def proc_forked(self, proc: str, pid: int) -> None:
+        record = self.procs.get(proc)
+        if record is not None:
+            record.pid = pid
+            self.by_pid[pid] = proc
+
+    def proc_started(self, msg: ProcStarted) -> None:
+        record = self.procs.get(msg.proc)
+        if record is not None and record.state == STARTING:
+            record.state = RUNNING
+            record.pid = msg.pid
+
+    def proc_exited(self, pid: int, status: int) -> None:
+        proc = self.by_pid.get(pid)
+        record = self.procs.get(proc) if proc else None
+        if record is None or record.state in (STOPPED, FAILED):
+            return
+        record.status = status
+        if record.state == STOPPING:
+            record.state = STOPPED
+            self._dead(record, "the proc was stopped")
+        else:
+            record.state = FAILED
+            self._proc_failed(record, exit_reason(status))
+        self._settle_stops()
+
+    def lost_host(self, host: str) -> None:
+        """The zygote of `host` died, and its procs with it."""
+        for record in list(self.procs.values()):
+            if record.host == host and record.pid and record.state not in (STOPPED, FAILED):
+                self.proc_exited(record.pid, -_signal.SIGKILL)
+
+    def stopping(self, procs: list[ProcRecord]) -> Future[None]:
+        """Marks procs as stopping; the future settles once all of them have exited."""
+        done: Future[None] = Future()
+        pending = set()
+        for record in procs:
+            if record.state not in (STOPPED, FAILED):
+                record.state = STOPPING
+                pending.add(record.proc)
+        self._stop_waiters.append((pending, done))
+        self._settle_stops()
+        return done
+
+    def _settle_stops(self) -> None:
+        still = []
+        for pending, done in self._stop_waiters:
+            pending -= {p for p in pending if self.procs[p].state in (STOPPED, FAILED)}
+            if pending:
+                still.append((pending, done))
+            else:
+                done.set_result(None)
+        self._stop_waiters = still
+
+    def _dead(self, record: ProcRecord, reason: str) -> None:
+        self.runtime.mark_dead(record.address, reason)
+        for other in self.procs.values():
+            if other.state in (STARTING, RUNNING, STOPPING) and other is not record:
+                self.runtime.notify(other.address, "proc_died",
+                                    {"address": record.address, "reason": reason})
+
+    def _proc_failed(self, record: ProcRecord, reason: str) -> None:
+        self._dead(record, reason)
+        meshes = [self.meshes[m] for m in record.meshes if m in self.meshes]
+        for mesh in meshes:
+            rank = next((r for r, p in mesh.ranks.items() if p == record.proc), None)
+            if rank is None:
+                continue
+            mesh.states[rank] = FAILED
+            self._failure({
+                "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
+                "class_name": mesh.class_name, "owner": mesh.owner, "owner_id": mesh.owner_id,
+                "proc": record.proc, "host": record.host, "pid": record.pid,
+                "exit_code": record.status if (record.status or 0) >= 0 else None,
+                "signal": -record.status if (record.status or 0) < 0 else None,
+                "reason": reason,
+                "report": f"The actor {mesh.labels[rank]} and all its descendants have "
+                          f"failed:\n  {reason}"})
+        if not meshes:
+            self._failure({
+                "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
+                "class_name": None, "owner": self.runtime.address, "owner_id": "root",
+                "proc": record.proc, "host": record.host, "pid": record.pid,
+                "exit_code": record.status if (record.status or 0) >= 0 else None,
+                "signal": -record.status if (record.status or 0) < 0 else None,
+                "reason": reason,
+                "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
+                          f"  {reason}"})
+
+    # -- actors ----------------------------------------------------------------------------
+    def actor_started(self, body: dict[str, Any]) -> None:
+        mesh = self.meshes.get(body["mesh"])
+        if mesh is None:
+            mesh = self.meshes[body["mesh"]] = MeshRecord(
+                body["mesh"], body["name"], body["class_name"], body["owner"],
+                body["owner_id"], body["procs"])
+        mesh.ranks[body["rank"]] = body["proc"]
+        mesh.labels[body["rank"]] = body["label"]
+        mesh.states[body["rank"]] = RUNNING
+        record = self.procs.get(body["proc"])
+        if record is not None:
+            record.meshes.add(body["mesh"])
+
+    def actor_failed(self, body: dict[str, Any]) -> None:
+        self.runtime.failed_actors.setdefault((body["mesh"], body["base_rank"]), body["report"])
+        mesh = self.meshes.get(body["mesh"])
+        if mesh is not None:
+            mesh.states[body["rank"]] = FAILED
+        self._failure(body)
+
+    def _failure(self, failure: dict[str, Any]) -> None:
+        failure = dict(failure, time=time.time())
+        self.failures.append(failure)
+        self._on_failure(failure)
+        if failure["owner_id"] == "root":
+            _supervision.dispatch_root(_supervision.MeshFailure(failure))
+        else:
+            self.runtime.notify(failure["owner"], "supervise", failure)
+
+
+def exit_reason(status: int) -> str:
+    """Monarch's words for how a proc ended."""
+    if status < 0:
+        try:
+            name = _signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"the process this actor was running on was killed by {name} (signal {-status})"
+    if status == 0:
+        return "the process this actor was running on exited unexpectedly with code 0"
+    return f"the process this actor was running on exited with non-zero code {status}"

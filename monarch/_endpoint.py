@@ -1,0 +1,225 @@
+"""Endpoints: the `@endpoint` decorators on actor classes, and the adverbs on meshes.
+
+On an actor class, `@endpoint` marks a method as remotely callable (an `EndpointProperty`). On
+an actor mesh, the same attribute is an `ActorEndpoint` with the adverbs `call`, `call_one`,
+`choose`, `stream` and `broadcast`, each sending one message through the cast tree.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Coroutine, Generic, Iterator, ParamSpec, TypeVar
+
+from ._future import Future
+
+P = ParamSpec("P")
+R = TypeVar("R")
+A = TypeVar("A")
+
+
+class EndpointProperty(Generic[P, R]):
+    """What `@endpoint` puts on an actor class; calling it on `self` calls the method."""
+
+    def __init__(self, fn: Callable[..., Any], *, propagate: Any = None,
+                 explicit_response_port: bool = False, instrument: bool = True,
+                 concurrent: bool = False) -> None:
+        self._fn = fn
+        self._propagate = propagate
+        self._explicit_response_port = explicit_response_port
+        self._instrument = instrument
+        self._concurrent = concurrent
+        self.is_async = inspect.iscoroutinefunction(fn)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return self._fn.__get__(instance, owner)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+
+def endpoint(method: Any = None, *, propagate: Any = None, explicit_response_port: bool = False,
+             instrument: bool = True) -> Any:
+    """Marks an actor method as an endpoint callable from other processes.
+
+    Use as `@endpoint` or `@endpoint(explicit_response_port=True)`; with an explicit response
+    port the method takes a `Port` as its first argument and answers through it.
+    """
+    def wrap(fn: Callable[..., Any]) -> EndpointProperty[Any, Any]:
+        return EndpointProperty(fn, propagate=propagate, instrument=instrument,
+                                explicit_response_port=explicit_response_port)
+
+    return wrap(method) if method is not None else wrap
+
+
+def concurrent_endpoint(method: Any = None, *, propagate: Any = None,
+                        explicit_response_port: bool = False, instrument: bool = True) -> Any:
+    """Like `endpoint`, for async methods whose handler runs as its own task.
+
+    The actor takes its next message while such a handler awaits; handlers start in arrival
+    order but may finish in any order.
+    """
+    def wrap(fn: Callable[..., Any]) -> EndpointProperty[Any, Any]:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"concurrent_endpoint requires an async method, got {fn!r}")
+        return EndpointProperty(fn, propagate=propagate, instrument=instrument,
+                                explicit_response_port=explicit_response_port, concurrent=True)
+
+    return wrap(method) if method is not None else wrap
+
+
+class Endpoint(Generic[P, R]):
+    """The adverbs of a remote method. Every adverb sends one message, however many actors."""
+
+    def _send(self, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
+        raise NotImplementedError
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> "Future[Any]":
+        """Calls every actor; the future gives a ValueMesh, or the first remote exception."""
+        return self._send(args, kwargs, "call")
+
+    def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        """Calls the single actor of a size-1 mesh (ValueError otherwise)."""
+        return self._send(args, kwargs, "call_one")
+
+    def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        """Calls one actor of the mesh, picked at random."""
+        return self._send(args, kwargs, "choose")
+
+    def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
+        """Calls every actor; yields a future per answer, in arrival order."""
+        return iter(self._send(args, kwargs, "stream"))
+
+    def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Sends to every actor without waiting; an exception there fails that actor."""
+        self._send(args, kwargs, "broadcast")
+
+    def _send_to_port(self, args: tuple, kwargs: dict, port: Any, selection: str) -> None:
+        self._send(args, kwargs, "port:" + selection, port)
+
+
+class ActorEndpoint(Endpoint[P, R]):
+    """An endpoint of an actor mesh (or of a slice of it)."""
+
+    def __init__(self, mesh: Any, name: str) -> None:
+        self._mesh = mesh
+        self._name = name
+
+    def _send(self, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
+        return self._mesh._send(self._name, args, kwargs, mode, port)
+
+    def __repr__(self) -> str:
+        return f"<ActorEndpoint {self._mesh._name}.{self._name}>"
+
+
+class NotAnEndpoint:
+    """A method of an actor class that is not decorated; wrap it with `as_endpoint`."""
+
+    def __init__(self, mesh: Any, name: str) -> None:
+        self._mesh = mesh
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"{self._name} is not an endpoint: decorate it with @endpoint, or call it through "
+            f"as_endpoint(mesh.{self._name})")
+
+    def __repr__(self) -> str:
+        return f"<NotAnEndpoint {self._name}>"
+
+
+def as_endpoint(not_an_endpoint: Any, *, propagate: Any = None,
+                explicit_response_port: bool = False) -> Any:
+    """Turns a method of an actor mesh that is not an endpoint into one.
+
+    `as_endpoint(mesh.plain_method).call_one(x)` runs `plain_method` on the actor as if it had
+    been decorated with `@endpoint`.
+    """
+    if not isinstance(not_an_endpoint, NotAnEndpoint):
+        raise ValueError("as_endpoint takes a method of an actor mesh that is not an endpoint")
+    return ActorEndpoint(not_an_endpoint._mesh, not_an_endpoint._name)
+
+
+def send(endpoint: Endpoint[P, R], args: tuple, kwargs: dict, port: Any = None,
+         selection: str = "all") -> None:
+    """Sends a message to the endpoint's actors; each answer goes to `port` if one is given.
+
+    `selection` is "all" (every actor of the mesh) or "choose" (one at random).
+    """
+    if selection not in ("all", "choose"):
+        raise ValueError(f"selection must be 'all' or 'choose', not {selection!r}")
+    if port is None:
+        if selection == "choose":
+            endpoint.choose(*args, **kwargs)
+        else:
+            endpoint.broadcast(*args, **kwargs)
+        return
+    endpoint._send_to_port(args, kwargs, port, selection)
+
+
+class Accumulator(Generic[P, R, A]):
+    """Folds the answers of every actor of an endpoint into one value.
+
+    `Accumulator(ep, identity, combine).accumulate(*args)` returns a future of
+    `combine(...combine(combine(identity, r0), r1)..., rN)` over the ranks' answers.
+    """
+
+    def __init__(self, endpoint: Endpoint[P, R], identity: A,
+                 combine: Callable[[A, R], A]) -> None:
+        self._endpoint = endpoint
+        self._identity = identity
+        self._combine = combine
+
+    def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> Future[A]:
+        """Calls every actor and folds the answers (see the class docstring)."""
+        values = self._endpoint.call(*args, **kwargs)
+        out: Future[A] = Future()
+
+        def fold() -> A:
+            acc = self._identity
+            for _, value in values.get().items():
+                acc = self._combine(acc, value)
+            return acc
+
+        values.add_done_callback(lambda: out.set_lazy(fold))
+        return out
+
+
+def returns_future(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Future[R]]:
+    """Makes an async function return a monarch Future (usable with `.get()` or `await`)."""
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        return Future(coro=function(*args, **kwargs))
+
+    return wrapper
+
+
+def endpoint_table(cls: type) -> tuple[dict[str, EndpointProperty[Any, Any]], list[str]]:
+    """The endpoints of an actor class, and its other public methods (for as_endpoint)."""
+    endpoints: dict[str, EndpointProperty[Any, Any]] = {}
+    methods: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            if isinstance(value, EndpointProperty):
+                endpoints[name] = value
+            elif callable(value) and not name.startswith("_"):
+                methods.append(name)
+                endpoints.pop(name, None)
+    return endpoints, [m for m in methods if m not in endpoints]
+
+
+def check_sync_async(cls: type) -> bool:
+    """True for an async actor; ValueError (Monarch's text) for a class mixing both kinds."""
+    endpoints, _ = endpoint_table(cls)
+    sync = [n for n, e in endpoints.items() if not e.is_async]
+    async_ = [n for n, e in endpoints.items() if e.is_async]
+    if sync and async_:
+        raise ValueError(
+            f"{cls} mixes both async and sync endpoints.Synchronous endpoints cannot be mixed "
+            "with async endpoints because they can cause the asyncio loop to deadlock if they "
+            f"wait.sync: {sync} async: {async_}")
+    return bool(async_)
+

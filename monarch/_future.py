@@ -1,0 +1,195 @@
+"""Future: the handle every adverb returns; usable with `.get()` from threads and `await`.
+
+A future is settled once, from any thread (usually the process's I/O loop). Its value may be
+lazy: a function run once, in the first consumer's thread, so the I/O loop never unpickles
+results. A future may also wrap a coroutine (`returns_future`), run when first consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
+
+R = TypeVar("R")
+
+_PENDING, _LAZY, _VALUE, _ERROR = range(4)
+
+
+class Future(Generic[R]):
+    """The eventual result of an endpoint call or other asynchronous operation.
+
+    Use `.get(timeout=None)` from synchronous code (raises `TimeoutError` if the timeout
+    passes) or `await fut` from async code. `.result()` is `.get()`; `.exception()` returns the
+    exception instead of raising it (None on success).
+    """
+
+    __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "__weakref__")
+
+    def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
+        self._state = _PENDING
+        self._value: Any = None
+        self._callbacks: list[Callable[[], None]] | None = None
+        self._coro = coro
+        # Held while pending: waiters block on it; settling releases it.
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._guard = threading.Lock()
+
+    # -- consumers -------------------------------------------------------------------------
+    def get(self, timeout: float | None = None) -> R:
+        """Waits for and returns the value; raises the call's exception or `TimeoutError`."""
+        if self._coro is not None:
+            self._start_coro()
+        if self._state == _PENDING and not self._wait(timeout):
+            raise TimeoutError(f"future not ready after {timeout} seconds")
+        return self._resolve()
+
+    def result(self, timeout: float | None = None) -> R:
+        """Same as `get`."""
+        return self.get(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Waits, then returns the exception the future failed with, or None."""
+        try:
+            self.get(timeout)
+        except TimeoutError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the point is to return it
+            return exc
+        return None
+
+    def done(self) -> bool:
+        """True once settled."""
+        return self._state != _PENDING
+
+    def __await__(self) -> Generator[Any, None, R]:
+        if self._coro is not None and self._state == _PENDING:
+            coro, self._coro = self._coro, None
+            try:
+                value = yield from coro.__await__()
+            except BaseException as exc:
+                self._settle(_ERROR, exc)
+                raise
+            self._settle(_VALUE, value)
+            return value
+        if self._state == _PENDING:
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            self.add_done_callback(lambda: loop.call_soon_threadsafe(_wake, waiter))
+            yield from waiter.__await__()
+        return self._resolve()
+
+    def as_asyncio(self) -> asyncio.Future[R]:
+        """An asyncio future of the running loop that settles with this one."""
+        return asyncio.ensure_future(self._awaitable())
+
+    async def _awaitable(self) -> R:
+        return await self
+
+    # -- producers (runtime) ---------------------------------------------------------------
+    def set_result(self, value: Any) -> None:
+        """Settles with a value. Later settlements are ignored."""
+        self._settle(_VALUE, value)
+
+    def set_exception(self, exc: BaseException) -> None:
+        """Settles with an exception. Later settlements are ignored."""
+        self._settle(_ERROR, exc)
+
+    def set_lazy(self, compute: Callable[[], Any]) -> None:
+        """Settles with a function computed once by the first consumer (value or raise)."""
+        self._settle(_LAZY, compute)
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Runs `callback()` once settled (at once if already settled), in the settling thread."""
+        with self._guard:
+            if self._state == _PENDING:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def _settle(self, state: int, value: Any) -> None:
+        with self._guard:
+            if self._state != _PENDING:
+                return
+            self._value = value
+            self._state = state
+            callbacks, self._callbacks = self._callbacks, None
+        self._lock.release()
+        if callbacks:
+            for callback in callbacks:
+                callback()
+
+    def _wait(self, timeout: float | None) -> bool:
+        if not self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            return False
+        self._lock.release()  # let other waiters through
+        return True
+
+    def _resolve(self) -> R:
+        if self._state == _LAZY:
+            with self._guard:
+                if self._state == _LAZY:
+                    try:
+                        self._value, self._state = self._value(), _VALUE
+                    except BaseException as exc:  # noqa: BLE001 - stored for every consumer
+                        self._value, self._state = exc, _ERROR
+        if self._state == _ERROR:
+            raise self._value
+        return self._value
+
+    def _start_coro(self) -> None:
+        with self._guard:
+            coro, self._coro = self._coro, None
+        if coro is not None:
+            task = asyncio.run_coroutine_threadsafe(coro, background_loop())
+            task.add_done_callback(lambda t: self._settle_from(t))
+
+    def _settle_from(self, task: Any) -> None:
+        if task.cancelled():
+            self._settle(_ERROR, asyncio.CancelledError())
+        elif task.exception() is not None:
+            self._settle(_ERROR, task.exception())
+        else:
+            self._settle(_VALUE, task.result())
+
+    def __repr__(self) -> str:
+        state = {_PENDING: "pending", _LAZY: "done", _VALUE: "done", _ERROR: "failed"}
+        return f"<Future {state[self._state]}>"
+
+
+def _wake(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def resolved(value: Any) -> Future[Any]:
+    """A future already settled with `value`."""
+    fut: Future[Any] = Future()
+    fut.set_result(value)
+    return fut
+
+
+def failed(exc: BaseException) -> Future[Any]:
+    """A future already settled with `exc`."""
+    fut: Future[Any] = Future()
+    fut.set_exception(exc)
+    return fut
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """A process-wide asyncio loop on a daemon thread, started on first use."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="monarch-futures",
+                             daemon=True).start()
+            _loop = loop
+        return _loop

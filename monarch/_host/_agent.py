@@ -1,0 +1,120 @@
+"""The host agent: spawns and reaps the procs of one host through its zygote.
+
+The agent's thread starts the zygote (so the zygote's parent-death signal is tied to a thread
+that lives as long as the agent) and reads its events: a proc's exit is known within
+milliseconds of waitpid. Callbacks run on that thread; they must hand work off quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any, Callable
+
+import msgpack
+
+
+class HostAgent:
+    """Forks procs on this host and reports their pids and exits."""
+
+    def __init__(self, on_fork: Callable[[str, int], None], on_exit: Callable[[int, int], None],
+                 on_lost: Callable[[], None]) -> None:
+        self._on_fork = on_fork
+        self._on_exit = on_exit
+        self._on_lost = on_lost
+        self._sock: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._zygote: subprocess.Popen[bytes] | None = None
+        self._closed = False
+
+    def fork(self, proc: str, config: dict[str, Any]) -> None:
+        """Asks the zygote to fork proc `proc` with `config` (see `_proc_main.run`)."""
+        self._request({"op": "fork", "proc": proc, "config": config})
+
+    def signal(self, pid: int, sig: int) -> None:
+        """Sends `sig` to a proc this agent forked."""
+        self._request({"op": "signal", "pid": pid, "sig": sig})
+
+    def preload(self, modules: list[str]) -> None:
+        """Has the zygote import `modules` when idle, so later procs start with them."""
+        self._request({"op": "preload", "modules": modules})
+
+    @property
+    def zygote_pid(self) -> int | None:
+        """The zygote's pid, once started."""
+        return self._zygote.pid if self._zygote else None
+
+    def close(self) -> None:
+        """Closes the zygote's socket: it SIGKILLs every proc it forked and exits."""
+        self._closed = True
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        if self._zygote is not None:
+            try:
+                self._zygote.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._zygote.kill()
+
+    def _request(self, request: dict[str, Any]) -> None:
+        self._ensure_started()
+        data = msgpack.packb(request)
+        with self._send_lock:
+            if self._sock is None:
+                raise RuntimeError("the host agent is closed")
+            self._sock.sendall(data)
+
+    def _ensure_started(self) -> None:
+        if self._thread is None:
+            with self._send_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="monarch-host-agent",
+                                                    daemon=True)
+                    self._thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            raise RuntimeError(f"could not start the zygote: {self._start_error}")
+
+    def _run(self) -> None:
+        try:
+            ours, theirs = socket.socketpair()
+            self._zygote = subprocess.Popen(
+                [sys.executable, "-m", "monarch._host._zygote", str(theirs.fileno()),
+                 str(os.getpid())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True)
+            theirs.close()
+            self._sock = ours
+        except BaseException as exc:  # noqa: BLE001 - reported to whoever waits
+            self._start_error = exc
+            return
+        finally:
+            self._started.set()
+        self._read_events(ours)
+        if not self._closed:
+            self._on_lost()  # the zygote died: its procs died with it (parent-death signal)
+
+    def _read_events(self, sock: socket.socket) -> None:
+        unpacker = msgpack.Unpacker(raw=False)
+        while True:
+            try:
+                data = sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                return
+            unpacker.feed(data)
+            for event in unpacker:
+                if event["ev"] == "forked":
+                    self._on_fork(event["proc"], event["pid"])
+                elif event["ev"] == "exited":
+                    self._on_exit(event["pid"], event["status"])

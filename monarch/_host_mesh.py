@@ -1,0 +1,100 @@
+"""HostMesh: hosts arranged as a mesh; spawns proc meshes on them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _services
+from ._proc_mesh import ProcMesh
+from ._shape import Extent, View
+
+
+class HostMesh:
+    """Hosts (one per point of its extent), each with a host agent that spawns procs.
+
+    `this_host()` is the local host (no dimensions); a cluster allocation gives a mesh with a
+    `hosts` dimension. `spawn_procs(per_host={"gpus": 8})` adds one dimension per key.
+    """
+
+    def __init__(self, *, hosts: tuple[str, ...], full: View, view: View) -> None:
+        self._hosts = hosts
+        self._full = full
+        self._view = view
+
+    def spawn_procs(self, per_host: dict[str, int] | None = None, bootstrap: Any = None,
+                    *, name: str | None = None) -> ProcMesh:
+        """Starts `prod(per_host.values())` procs on every host of this mesh; returns at once.
+
+        The proc mesh's extent is this mesh's extent followed by `per_host`'s dimensions.
+        `bootstrap`, if given, is called with no arguments in each new proc before any actor.
+        """
+        per_host = dict(per_host or {})
+        for label, size in per_host.items():
+            if not isinstance(size, int) or size < 1:
+                raise ValueError(f"per_host[{label!r}] must be a positive int, got {size!r}")
+            if label in self._view.extent.labels:
+                raise ValueError(f"dimension {label!r} is already a dimension of the host mesh")
+        hosts = [self._hosts[r] for r in self._view.ranks()]
+        procs, table = _services.call("spawn_procs", hosts, per_host, name, bootstrap).get()
+        extent = self._view.extent
+        full = View.dense([*extent.labels, *per_host], [*extent.sizes, *per_host.values()])
+        return ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
+
+    def _with(self, view: View) -> "HostMesh":
+        return HostMesh(hosts=self._hosts, full=self._full, view=view)
+
+    def slice(self, **kwargs: Any) -> "HostMesh":
+        """The hosts at the given coordinates."""
+        return self._with(self._view.slice(**kwargs))
+
+    def flatten(self, name: str) -> "HostMesh":
+        """The same hosts as one dimension called `name`."""
+        return self._with(self._view.flatten(name))
+
+    def rename(self, **kwargs: str) -> "HostMesh":
+        """The same hosts with dimensions renamed."""
+        return self._with(self._view.rename(**kwargs))
+
+    def split(self, **kwargs: Any) -> "HostMesh":
+        """The same hosts with a dimension split into several."""
+        return self._with(self._view.split(**kwargs))
+
+    @property
+    def extent(self) -> Extent:
+        """Dimension labels and sizes."""
+        return self._view.extent
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Sizes by dimension label."""
+        extent = self._view.extent
+        return dict(zip(extent.labels, extent.sizes))
+
+    def size(self, label: str | None = None) -> int:
+        """The number of hosts, or the size of dimension `label`."""
+        return len(self._view) if label is None else self.sizes[label]
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def shutdown(self) -> Any:
+        """Stops every proc this job started on these hosts."""
+        return _services.call("shutdown_hosts", list(self._hosts))
+
+    stop = shutdown
+
+    def __reduce__(self) -> Any:
+        return _rebuild, (self._hosts, self._full.to_wire(), self._view.to_wire())
+
+    def __repr__(self) -> str:
+        return f"HostMesh({self.extent})"
+
+
+def _rebuild(hosts: tuple, full: tuple, view: tuple) -> HostMesh:
+    return HostMesh(hosts=tuple(hosts), full=View.from_wire(full), view=View.from_wire(view))
+
+
+def local_host_mesh(host_id: str) -> HostMesh:
+    """The mesh of one host with no dimensions."""
+    view = View.dense([], [])
+    return HostMesh(hosts=(host_id,), full=view, view=view)

@@ -1,0 +1,483 @@
+"""Actor hosting: one slot per actor in a process, running its messages one at a time.
+
+A sync actor gets its own worker thread; async actors share the process's actor loop thread,
+one task each. The I/O thread only enqueues: unpickling, the handler and the reply happen on the
+actor's thread, so a slow handler never stalls the process's I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import queue
+import socket
+import threading
+import traceback
+from typing import Any
+
+import msgpack
+
+from ._channel import Port
+from ._context import Context, Instance, enter, leave
+from ._endpoint import endpoint_table
+from ._process import ProcessRuntime
+from ._wire import _serial
+from ._wire._messages import ERROR, FAILED, OK, Call
+
+STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "stopped"
+_STOP = object()
+_PING = object()
+_SUPERVISE = object()
+
+
+class SpawnHeader:
+    """The msgpack header of a spawn message: everything but the pickled class and args."""
+
+    __slots__ = ("mesh", "name", "is_async", "class_name", "owner", "owner_id", "controller")
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.mesh: str = body["mesh"]
+        self.name: str = body["name"]
+        self.is_async: bool = body["is_async"]
+        self.class_name: str = body["class_name"]
+        self.owner: str = body["owner"]
+        self.owner_id: str = body["owner_id"]
+        self.controller: str = body["controller"]
+
+
+class ActorSlot:
+    """An actor in this process: its mailbox, state, and how it runs messages."""
+
+    def __init__(self, runtime: ProcessRuntime, header: SpawnHeader, view: Any, index: int,
+                 frames: list[Any], proc_mesh: Any) -> None:
+        self.runtime = runtime
+        self.header = header
+        self.state = STARTING
+        self.failure: str | None = None
+        self.handled = 0
+        self.obj: Any = None
+        self._spec_frames = frames
+        self._view = view
+        self.index = index
+        self.base_rank = view.rank_at(index)
+        self.rank = view.point(index)
+        self.instance = Instance(
+            actor_id=f"{header.mesh}[{self.rank.rank}]", name=f"{header.name}[{self.rank.rank}]",
+            class_name=header.class_name, rank=self.rank, proc_id=runtime.identity.name,
+            creator=header.owner_id, sender=f"{header.mesh}[{self.rank.rank}]",
+            proc_mesh=proc_mesh, slot=self)
+        self.endpoints: dict[str, Any] = {}
+        self.done = threading.Event()
+        """Set once the actor has stopped or failed."""
+
+    # -- I/O thread ------------------------------------------------------------------------
+    def deliver(self, msg: Call, frames: list[Any]) -> None:
+        """Queues a call (I/O thread). Calls to a failed or stopped actor are refused at once."""
+        if self.state in (FAILED_STATE, STOPPED):
+            self.refuse(msg)
+            return
+        self._enqueue((msg, frames))
+
+    def refuse(self, msg: Call) -> None:
+        """Answers a call with this actor's failure (a SupervisionError at the caller)."""
+        if msg.port is not None:
+            data, _ = _serial.dumps(self.failure or "the actor is not running")
+            self.runtime.reply(msg.port, msg.lo, FAILED, [data])
+
+    def request_stop(self, reason: str, port: tuple | None = None) -> None:
+        """Stops after the messages already queued; `__cleanup__` runs first."""
+        self._enqueue((_STOP, (reason, port)))
+
+    def request_abort(self, reason: str) -> None:
+        """Fails the actor with `reason` (from inside a handler)."""
+        self.fail(f"actor explicitly aborted due to: {reason}", None)
+
+    # -- the actor's thread ----------------------------------------------------------------
+    def construct(self) -> None:
+        """Unpickles the class and arguments and runs `__init__`."""
+        try:
+            frames = self._spec_frames
+            cls, args, kwargs = _serial.loads(frames[0].buffer, [f.buffer for f in frames[1:]])
+            self._spec_frames = []
+            self.endpoints = {name: prop for name, prop in endpoint_table(cls)[0].items()}
+            self.plain = set(endpoint_table(cls)[1])
+            self.obj = cls.__new__(cls)
+            token = enter(Context(self.instance, self._view, self.index, self.runtime.view))
+            try:
+                self.obj.__init__(*args, **kwargs)
+            finally:
+                leave(token)
+        except BaseException as exc:  # noqa: BLE001 - any failure of __init__ fails the actor
+            self.fail(f"actor failed during __init__:\n{_format(exc)}", exc)
+            return
+        self.state = RUNNING
+
+    def prepare(self, msg: Call, frames: list[Any]) -> tuple[Any, tuple, dict, Context] | None:
+        """Finds the method and unpickles arguments; answers the caller itself on error."""
+        if self.state != RUNNING:
+            self.refuse(msg)
+            return None
+        prop = self.endpoints.get(msg.method)
+        try:
+            if prop is not None:
+                fn = prop._fn
+            elif msg.method in self.plain:
+                fn = getattr(type(self.obj), msg.method)
+            else:
+                raise AttributeError(f"{self.header.class_name} has no endpoint {msg.method!r}")
+            if frames:
+                args, kwargs = _serial.loads(frames[0].buffer, [f.buffer for f in frames[1:]])
+            else:
+                args, kwargs = (), {}
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, actor survives
+            self.answer_error(msg, exc)
+            return None
+        if prop is not None and prop._explicit_response_port:
+            port = msg.port
+            args = (Port(port[0], port[1], msg.lo) if port else _NullPort(), *args)
+        return fn, args, kwargs, Context(self.instance, msg.view, msg.lo, self.runtime.view)
+
+    def explicit(self, msg: Call) -> bool:
+        prop = self.endpoints.get(msg.method)
+        return prop is not None and prop._explicit_response_port
+
+    def answer(self, msg: Call, result: Any) -> None:
+        """Sends the handler's result to the caller (if it waits for one)."""
+        self.handled += 1
+        if msg.port is None or self.explicit(msg):
+            return
+        if result is None:
+            self.runtime.reply(msg.port, msg.lo, OK)
+            return
+        try:
+            data, buffers = _serial.dumps(result)
+        except Exception as exc:  # noqa: BLE001 - the caller learns why, the actor survives
+            self.answer_error(msg, _unpicklable("result", msg, exc))
+            return
+        self.runtime.reply(msg.port, msg.lo, OK, [data, *buffers])
+
+    def answer_error(self, msg: Call, exc: BaseException) -> None:
+        """Sends an endpoint's exception to the caller; for a broadcast, fails the actor."""
+        self.handled += 1
+        if msg.port is None:
+            self.fail(f"actor explicitly aborted due to: {_format(exc)}", exc)
+            return
+        tb = _format(exc)
+        try:
+            data, buffers = _serial.dumps((exc, tb))
+        except Exception:  # noqa: BLE001 - the exception itself does not pickle
+            data, buffers = _serial.dumps((RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+        self.runtime.reply(msg.port, msg.lo, ERROR, [data, *buffers])
+
+    def fail(self, reason: str, exc: BaseException | None) -> None:
+        """Marks the actor failed and reports it to the controller (which tells the owner)."""
+        if self.state in (FAILED_STATE, STOPPED):
+            return
+        self.state = FAILED_STATE
+        self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
+                        f"  {reason}")
+        report = {"mesh": self.header.mesh, "mesh_name": self.header.name,
+                  "rank": self.rank.rank, "base_rank": self.base_rank,
+                  "class_name": self.header.class_name, "owner": self.header.owner,
+                  "owner_id": self.header.owner_id, "report": self.failure,
+                  "reason": reason, "host": socket.gethostname(), "pid": os.getpid(),
+                  "proc": self.runtime.identity.name}
+        self.done.set()
+        self.runtime.notify(self.header.controller, "actor_failed", report)
+
+    def finish_stop(self, reason: str, port: tuple | None) -> None:
+        """Runs `__cleanup__` and marks the actor stopped; answers `port` when done."""
+        cleanup = getattr(self.obj, "__cleanup__", None)
+        if cleanup is not None and self.state == RUNNING:
+            try:
+                cleanup(None)
+            except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
+                traceback.print_exc()
+        if self.state not in (FAILED_STATE, STOPPED):
+            self.state = STOPPED
+            self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
+                            f"  {reason}")
+        self.done.set()
+        if port is not None:
+            self.runtime.reply(port, self.index, OK)
+
+    def special(self, kind: Any, arg: Any) -> None:
+        """Runs a system item queued behind the actor's messages (on the actor's thread)."""
+        if kind is _PING:
+            port, index = arg
+            if self.state == RUNNING:
+                self.runtime.reply(port, index, OK)
+            else:
+                data, _ = _serial.dumps(self.failure or "the actor is not running")
+                self.runtime.reply(port, index, FAILED, [data])
+        elif kind is _SUPERVISE:
+            self.supervise(arg)
+
+    def supervise(self, failure: Any) -> None:
+        """Offers a failure of a mesh this actor owns to `__supervise__`; escalates if unhandled."""
+        from ._supervision import MeshFailure
+
+        if self.state != RUNNING:
+            return
+        event = MeshFailure.from_report(failure)
+        token = enter(Context(self.instance, None, 0, self.runtime.view))
+        try:
+            handled = bool(self.obj.__supervise__(event))
+        except Exception as exc:  # noqa: BLE001 - a failing supervisor fails its actor
+            self.fail(f"__supervise__ raised while handling a failure of {event.mesh_name}:\n"
+                      f"{_format(exc)}", exc)
+            return
+        finally:
+            leave(token)
+        if not handled:
+            self.fail(f"a mesh it owns failed and it did not handle it:\n{event.report()}", None)
+
+    def label(self) -> str:
+        owner = "<root>" if self.header.owner_id == "root" else f"<{self.header.owner_id}>"
+        return f"{owner}.<{self.header.class_name} {self.header.name}{self.rank!r}>"
+
+    def enqueue_special(self, kind: Any, arg: Any) -> None:
+        """Queues a system item (ping, supervise) behind the messages already queued."""
+        if self.state in (FAILED_STATE, STOPPED):
+            self.special(kind, arg)  # nothing runs the queue any more
+            return
+        self._enqueue((kind, arg))
+
+    def _enqueue(self, item: tuple[Any, Any]) -> None:
+        raise NotImplementedError
+
+
+class SyncSlot(ActorSlot):
+    """A sync actor: its own thread runs `__init__` then each message in order."""
+
+    def start(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
+                         daemon=True).start()
+
+    def _enqueue(self, item: tuple[Any, Any]) -> None:
+        self._queue.put(item)
+
+    def _run(self) -> None:
+        self.construct()
+        get = self._queue.get
+        while True:
+            msg, frames = get()
+            if msg is _STOP:
+                self.finish_stop(*frames)
+                self._drain_refusing()
+                return
+            if msg is _PING or msg is _SUPERVISE:
+                self.special(msg, frames)
+                continue
+            prepared = self.prepare(msg, frames)
+            if prepared is None:
+                continue
+            fn, args, kwargs, ctx = prepared
+            token = enter(ctx)
+            try:
+                result = fn(self.obj, *args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
+                self.answer_error(msg, _strip(exc))
+            else:
+                self.answer(msg, result)
+            finally:
+                leave(token)
+
+    def _drain_refusing(self) -> None:
+        while True:
+            try:
+                msg, _ = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if msg is _PING:
+                self.special(msg, _)
+            elif msg is not _STOP and msg is not _SUPERVISE:
+                self.refuse(msg)
+
+
+class AsyncSlot(ActorSlot):
+    """An async actor: one task on the process's actor loop."""
+
+    def start(self) -> None:
+        self._loop = actor_loop()
+        self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
+        self._wakeup: asyncio.Event | None = None
+        self._loop.call_soon_threadsafe(self._begin)
+
+    def _begin(self) -> None:
+        self._wakeup = asyncio.Event()
+        self._loop.create_task(self._run())
+
+    def _enqueue(self, item: tuple[Any, Any]) -> None:
+        self._pending.append(item)
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        self.construct()
+        pending = self._pending
+        assert self._wakeup is not None
+        while True:
+            while not pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            msg, frames = pending.popleft()
+            if msg is _STOP:
+                self.finish_stop(*frames)
+                while pending:
+                    item, arg = pending.popleft()
+                    if item is _PING:
+                        self.special(item, arg)
+                    elif item is not _STOP and item is not _SUPERVISE:
+                        self.refuse(item)
+                return
+            if msg is _PING or msg is _SUPERVISE:
+                self.special(msg, frames)
+                continue
+            prepared = self.prepare(msg, frames)
+            if prepared is None:
+                continue
+            prop = self.endpoints.get(msg.method)
+            if prop is not None and prop._concurrent:
+                self._loop.create_task(self._handle(msg, prepared))
+            else:
+                await self._handle(msg, prepared)
+
+    async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context]) -> None:
+        fn, args, kwargs, ctx = prepared
+        token = enter(ctx)
+        try:
+            result = fn(self.obj, *args, **kwargs)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
+            self.answer_error(msg, _strip(exc))
+        else:
+            self.answer(msg, result)
+        finally:
+            leave(token)
+
+
+class _NullPort:
+    """The response port of a broadcast to an explicit-port endpoint: answers go nowhere."""
+
+    def send(self, obj: Any) -> None:
+        pass
+
+    def exception(self, obj: BaseException) -> None:
+        pass
+
+
+def spawn_handler(runtime: ProcessRuntime, proc_mesh: Any) -> Any:
+    """The system method `spawn`: creates this process's actor of a new mesh (I/O thread)."""
+    def spawn(msg: Call, frames: list[Any]) -> None:
+        header = SpawnHeader(msgpack.unpackb(frames[0].buffer, raw=False))
+        view = runtime.view(msg.view)
+        cls = AsyncSlot if header.is_async else SyncSlot
+        slot = cls(runtime, header, view, msg.lo, frames[1:], proc_mesh)
+        slot.start()
+        runtime.add_actor(header.mesh, slot)
+        runtime.notify(header.controller, "actor_started", {
+            "mesh": header.mesh, "name": header.name, "class_name": header.class_name,
+            "owner": header.owner, "owner_id": header.owner_id, "procs": msg.procs,
+            "rank": slot.rank.rank, "proc": runtime.identity.name, "label": slot.label()})
+
+    return spawn
+
+
+def stop_handler(runtime: ProcessRuntime) -> Any:
+    """The system method `stop_actors`: stops this process's actor of a mesh (I/O thread)."""
+    def stop(msg: Call, frames: list[Any]) -> None:
+        body = msgpack.unpackb(frames[0].buffer, raw=False)
+        slot = runtime.actors.get(body["mesh"])
+        if slot is None:
+            if msg.port is not None:
+                runtime.reply(msg.port, msg.lo, OK)
+            return
+        if slot.state in (FAILED_STATE, STOPPED):
+            if msg.port is not None:
+                runtime.reply(msg.port, msg.lo, OK)
+            return
+        slot.request_stop(body.get("reason", "actor was stopped"), msg.port)
+
+    return stop
+
+
+def ping_handler(runtime: ProcessRuntime) -> Any:
+    """The system method `ping`: answers once the proc (or one of its actors) is ready."""
+    def ping(msg: Call, frames: list[Any], tries: int = 0) -> None:
+        body = msgpack.unpackb(frames[0].buffer, raw=False) if frames else {}
+        mesh = body.get("mesh")
+        if mesh is None:
+            if msg.port is not None:
+                runtime.reply(msg.port, msg.lo, OK)
+            return
+        slot = runtime.actors.get(mesh)
+        if slot is not None:
+            slot.enqueue_special(_PING, (msg.port, msg.lo))
+        elif tries < 3000:  # the spawn may still be on its way: look again for 30 s
+            runtime.call_later(0.01, lambda: ping(msg, frames, tries + 1))
+        elif msg.port is not None:
+            data, _ = _serial.dumps(f"no actor of mesh {mesh} was spawned on this proc")
+            runtime.reply(msg.port, msg.lo, FAILED, [data])
+
+    return ping
+
+
+def supervise_handler(runtime: ProcessRuntime) -> Any:
+    """The notice `supervise`: hands a failure to the owning actor's `__supervise__`."""
+    def supervise(failure: dict[str, Any]) -> None:
+        for slot in runtime.actors.values():
+            if slot.instance.actor_id == failure["owner_id"]:
+                slot.enqueue_special(_SUPERVISE, failure)
+                return
+
+    return supervise
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def actor_loop() -> asyncio.AbstractEventLoop:
+    """The process's loop for async actors, on its own thread, started on first use."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=_run_loop, args=(loop,), name="monarch-actors",
+                             daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    loop.run_forever()
+
+
+def _strip(exc: BaseException) -> BaseException:
+    """Drops the runtime's own frame from the traceback, so it starts at the user's code."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_next is not None:
+        exc.__traceback__ = tb.tb_next
+    return exc
+
+
+def _format(exc: BaseException) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[1:]
+    return "".join(lines).rstrip("\n")
+
+
+def _unpicklable(what: str, msg: Call, exc: BaseException) -> BaseException:
+    from ._errors import UnpicklableError
+
+    return UnpicklableError(f"could not pickle the {what} of {msg.method}: "
+                            f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,116 @@
+"""A proc's life: join the job, host actors, exit when told (or when the spawner dies).
+
+`run(config)` is called in a process freshly forked by the zygote. Its main thread becomes the
+I/O loop; actors run on their own threads. The config (msgpack-able dict) carries: job, secret,
+run_dir, proc, procs (proc mesh id), rank, labels, sizes, table, address, controller, host_id,
+hostname, env, path, cwd, and optionally bootstrap (a pickled callable).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import _hosting, _process, _services
+from ._context import Context, Instance, set_root
+from ._host import _lifeline
+from ._host_mesh import local_host_mesh
+from ._identity import ProcessIdentity, set_current_process
+from ._proc_mesh import ProcMesh
+from ._process import ProcessRuntime
+from ._shape import View
+from ._wire import _serial
+from ._wire._messages import OK, Call, ProcStarted
+
+
+def run(config: dict[str, Any]) -> int:
+    """Runs this process as proc `config["proc"]` until it is stopped; returns the exit code."""
+    _lifeline.die_with_parent(os.getppid())
+    _adopt_environment(config)
+    identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
+                               run_dir=Path(config["run_dir"]), name=config["proc"],
+                               hostname=config["hostname"])
+    set_current_process(identity)
+    runtime = ProcessRuntime(identity, config["address"])
+    _process.set_current(runtime)
+    _services.set_controller(config["controller"])
+    runtime.learn_table(config["procs"], config["table"])
+    proc_mesh = _own_proc_mesh(config)
+    install_system_methods(runtime, proc_mesh)
+    set_root(Context(Instance(
+        actor_id=f"{config['proc']}/client", name=f"{config['proc']}/client",
+        class_name="client", rank=_rank_point(config),
+        proc_id=config["proc"], creator=None, sender=f"{config['proc']}/client",
+        proc_mesh=proc_mesh)))
+    if config.get("bootstrap"):
+        _serial.loads(config["bootstrap"])()
+    runtime.outbox.send(config["controller"], ProcStarted(
+        config["proc"], os.getpid(), runtime.address, config["hostname"]))
+    runtime.run_here()
+    runtime.outbox.close(linger_ms=1000)
+    return 0
+
+
+def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
+    """The system agent of a process that hosts actors: spawn, stop, ping, stop_proc."""
+    runtime.system_methods["spawn"] = _hosting.spawn_handler(runtime, proc_mesh)
+    runtime.system_methods["stop_actors"] = _hosting.stop_handler(runtime)
+    runtime.system_methods["ping"] = _hosting.ping_handler(runtime)
+    runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
+    runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
+        body["address"], body["reason"])
+    runtime.notice_handlers["actor_failed"] = lambda body: runtime.failed_actors.setdefault(
+        (body["mesh"], body["base_rank"]), body["report"])
+    runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
+    runtime.notice_handlers["stop_proc"] = lambda body: _stop_proc(runtime, None, 0)
+
+
+def _stop_proc_handler(runtime: ProcessRuntime) -> Any:
+    def stop_proc(msg: Call, frames: list[Any]) -> None:
+        _stop_proc(runtime, msg.port, msg.lo)
+
+    return stop_proc
+
+
+def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
+    """Stops every actor (their `__cleanup__` runs), answers, and ends the loop."""
+    slots = list(runtime.actors.values())
+
+    def stop_all() -> None:
+        for slot in slots:
+            slot.request_stop("the proc was stopped")
+        for slot in slots:
+            slot.done.wait(timeout=10)
+        if port is not None:
+            runtime.reply(port, index, OK)
+        runtime.call_soon(runtime.close)
+
+    threading.Thread(target=stop_all, name="monarch-stop", daemon=True).start()
+
+
+def _adopt_environment(config: dict[str, Any]) -> None:
+    os.environ.clear()
+    os.environ.update(config["env"])
+    sys.path[:] = config["path"]
+    try:
+        os.chdir(config["cwd"])
+    except OSError:
+        pass
+
+
+def _rank_point(config: dict[str, Any]) -> Any:
+    return View.dense(config["labels"], config["sizes"]).point(config["rank"])
+
+
+def _own_proc_mesh(config: dict[str, Any]) -> Any:
+    full = View.dense(config["labels"], config["sizes"])
+    coords = dict(full.point(config["rank"]))
+    view = full.slice(**coords)
+    host = local_host_mesh(config["host_id"])
+    mesh = ProcMesh(procs=config["procs"], table=tuple(config["table"]), full=full, view=view,
+                    host_mesh=host)
+    return lambda: mesh
+

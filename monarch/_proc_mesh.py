@@ -1,0 +1,184 @@
+"""ProcMesh: processes arranged as a named mesh; spawns actor meshes on them."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, TypeVar
+
+import msgpack
+
+from . import _context, _process, _services
+from ._actor import Actor
+from ._actor_mesh import ActorMesh
+from ._endpoint import check_sync_async, endpoint_table
+from ._errors import UnpicklableError
+from ._future import Future
+from ._ports import CallInfo, CallSink
+from ._shape import Extent, View
+from ._wire import _serial
+
+T = TypeVar("T", bound=Actor)
+
+
+class ProcMesh:
+    """Processes (one per point of its extent) that host actors.
+
+    `spawn_procs` returns at once; the processes start in the background and the first message
+    to them waits for them. Slicing works as for actor meshes.
+    """
+
+    def __init__(self, *, procs: str, table: tuple[str, ...], full: View, view: View,
+                 host_mesh: Any = None) -> None:
+        self._procs = procs
+        self._table = table
+        self._full = full
+        self._view = view
+        self._host_mesh = host_mesh
+        self._ranks = view.ranks()
+
+    def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> ActorMesh[T]:
+        """Spawns one `Class(*args, **kwargs)` actor on every proc of this mesh.
+
+        Returns at once. `__init__` runs in each proc before its first message; if it raises,
+        that is a supervision event of the new mesh (not an exception here). A class mixing
+        sync and async endpoints is a ValueError here.
+        """
+        if not (isinstance(Class, type) and issubclass(Class, Actor)):
+            raise TypeError(f"spawn expects an Actor subclass, got {Class!r}")
+        is_async = check_sync_async(Class)
+        runtime = _process.current() or _runtime()
+        owner = _context.context().actor_instance
+        mesh_id = f"{name}-{secrets.token_hex(4)}"
+        class_name = f"{Class.__module__}.{Class.__qualname__}"
+        header = msgpack.packb({
+            "mesh": mesh_id, "name": name, "is_async": is_async, "class_name": class_name,
+            "owner": runtime.address, "owner_id": owner.actor_id,
+            "controller": _services.controller_address()})
+        try:
+            data, buffers = _serial.dumps((Class, args, kwargs))
+        except Exception as exc:
+            raise UnpicklableError(f"could not pickle {Class.__qualname__} or its arguments for "
+                                   f"spawn({name!r}): {type(exc).__name__}: {exc}") from exc
+        runtime.cast(owner._sender, "@" + self._procs, "spawn", self._procs, self._table,
+                     self._view, self._ranks, [header, data, *buffers], None)
+        endpoints, methods = endpoint_table(Class)
+        return ActorMesh(mesh_id=mesh_id, name=name, class_name=class_name,
+                         endpoints=frozenset(endpoints), methods=frozenset(methods),
+                         procs=self._procs, table=self._table, full=self._view, view=self._view,
+                         owner_id=owner.actor_id)
+
+    # -- geometry --------------------------------------------------------------------------
+    def _with(self, view: View) -> "ProcMesh":
+        return ProcMesh(procs=self._procs, table=self._table, full=self._full, view=view,
+                        host_mesh=self._host_mesh)
+
+    def slice(self, **kwargs: Any) -> "ProcMesh":
+        """The procs at the given coordinates: an int drops the dimension, a slice keeps it."""
+        return self._with(self._view.slice(**kwargs))
+
+    def flatten(self, name: str) -> "ProcMesh":
+        """The same procs as one dimension called `name`."""
+        return self._with(self._view.flatten(name))
+
+    def rename(self, **kwargs: str) -> "ProcMesh":
+        """The same procs with dimensions renamed (`old=new`)."""
+        return self._with(self._view.rename(**kwargs))
+
+    def split(self, **kwargs: Any) -> "ProcMesh":
+        """The same procs with a dimension split into several."""
+        return self._with(self._view.split(**kwargs))
+
+    @property
+    def extent(self) -> Extent:
+        """Dimension labels and sizes."""
+        return self._view.extent
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Sizes by dimension label."""
+        extent = self._view.extent
+        return dict(zip(extent.labels, extent.sizes))
+
+    def size(self, label: str | None = None) -> int:
+        """The number of procs, or the size of dimension `label`."""
+        return len(self._ranks) if label is None else self.sizes[label]
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    @property
+    def host_mesh(self) -> Any:
+        """The HostMesh these procs run on."""
+        return self._host_mesh
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def initialized(self) -> Future[None]:
+        """A future settled once every proc answers."""
+        return _system_call(self._procs, self._table, self._view, self._ranks, "ping", {})
+
+    def stop(self) -> Future[None]:
+        """Stops every proc of this mesh (actors' `__cleanup__` run first); waits for exits."""
+        return _services.call("stop_procs", self._procs, list(self._ranks))
+
+    def logging_option(self, stream_to_client: bool = True,
+                       aggregate_window_sec: int | None = 3, level: int = 20) -> None:
+        """Monarch's log-forwarding switch. Logs of every proc always reach the controller's
+        telemetry store; this sets how the controller echoes them."""
+        _services.call("logging_option", stream_to_client, aggregate_window_sec, level)
+
+    def __enter__(self) -> "ProcMesh":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop().get()
+
+    def __reduce__(self) -> Any:
+        return _rebuild, (self._procs, self._table, self._full.to_wire(), self._view.to_wire(),
+                          self._host_mesh)
+
+    def __repr__(self) -> str:
+        return f"ProcMesh({self._procs}, {self.extent})"
+
+
+def _rebuild(procs: str, table: tuple, full: tuple, view: tuple, host_mesh: Any) -> ProcMesh:
+    return ProcMesh(procs=procs, table=tuple(table), full=View.from_wire(full),
+                    view=View.from_wire(view), host_mesh=host_mesh)
+
+
+def _runtime() -> Any:
+    _context.root()
+    return _process.current()
+
+
+def _system_call(procs: str, table: tuple[str, ...], view: View, ranks: list[int], method: str,
+                 body: dict[str, Any]) -> Future[None]:
+    runtime = _process.current() or _runtime()
+    future: Future[Any] = Future()
+    addresses = tuple(table[r] for r in ranks)
+    info = CallInfo(f"@{procs}", method, lambda i: f"<proc {addresses[i]}>")
+    port = runtime.new_port(CallSink(future, addresses, info, lambda values: None))
+    sender = _context.context().actor_instance._sender
+    runtime.cast(sender, "@" + procs, method, procs, table, view, ranks,
+                 [msgpack.packb(body)], (runtime.address, port))
+    return future
+
+
+def stop_actors(mesh: ActorMesh[Any], reason: str) -> Future[None]:
+    """Stops the actors of `mesh` (ActorMesh.stop)."""
+    runtime = _process.current() or _runtime()
+    done = _system_call(mesh._procs, mesh._table, mesh._view, mesh._ranks, "stop_actors",
+                        {"mesh": mesh._mesh_id, "reason": reason})
+
+    def remember() -> None:
+        for i, rank in enumerate(mesh._ranks):
+            runtime.failed_actors.setdefault((mesh._mesh_id, rank), mesh._report(i, reason))
+
+    done.add_done_callback(remember)
+    return done
+
+
+def ping_actors(mesh: ActorMesh[Any]) -> Future[None]:
+    """A future settled once each actor of `mesh` has finished `__init__` (ActorMesh.initialized)."""
+    return _system_call(mesh._procs, mesh._table, mesh._view, mesh._ranks, "ping",
+                        {"mesh": mesh._mesh_id})
+

@@ -1,0 +1,328 @@
+"""The per-process runtime: one inbox loop, outbound links, ports, ordering, actor slots.
+
+Every process of a job (the controller and each proc) runs one `ProcessRuntime`. Its I/O thread
+owns the inbox: it forwards casts down the tree, releases calls in per-sender order to actor
+slots, settles port sinks with replies, and runs system handlers. Any thread may send.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import zmq
+
+from . import _clock
+from ._identity import ProcessIdentity
+from ._ordering import Numbering, Reorder
+from ._ports import Sink
+from ._shape import View
+from ._wire._messages import Call, Notice, Reply, Seqs
+from ._wire._transport import Inbox, Outbox, PeerGone
+
+FANOUT = 16
+"""Children per hop of the cast tree."""
+
+SYSTEM_PREFIX = "@"
+"""Mesh ids starting with this address a proc mesh's system agents (one per proc)."""
+
+
+class ProcessRuntime:
+    """Sends and receives for one process. Create, `start()`, and `close()` once."""
+
+    def __init__(self, identity: ProcessIdentity, endpoint: str) -> None:
+        self.identity = identity
+        self.ctx = zmq.Context()
+        self.inbox = Inbox(self.ctx, identity.secret, endpoint)
+        self.address = self.inbox.address
+        self.dead: dict[str, str] = {}
+        """Address of each process known to have died -> why (exit code or signal)."""
+        self.failed_actors: dict[tuple[str, int], str] = {}
+        """(actor mesh id, base rank) -> failure report, for actors known failed or stopped."""
+        self.outbox = Outbox(self.ctx, identity.secret, self.dead.__contains__)
+        self.numbering = Numbering()
+        self.reorder = Reorder(self._deliver)
+        self.tables: dict[str, tuple[str, ...]] = {}
+        """Proc mesh id -> address of each of its procs (by base rank)."""
+        self.actors: dict[str, Any] = {}
+        """Actor mesh id -> this process's actor slot of that mesh."""
+        self._early: dict[str, list[tuple[Call, list[Any]]]] = {}
+        self._untabled: dict[str, list[tuple[Call, list[Any]]]] = {}
+        self.system_methods: dict[str, Callable[[Call, list[Any]], None]] = {}
+        self.notice_handlers: dict[str, Callable[[Any], None]] = {}
+        self.kind_handlers: dict[type, Callable[[Any, list[Any]], None]] = {}
+        self.ports: dict[int, Sink] = {}
+        self._port_ids = itertools.count(1)
+        self._views: dict[tuple, View] = {}
+        self._calls: list[Callable[[], None]] = []
+        self._calls_lock = threading.Lock()
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_ids = itertools.count()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._woken = False
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self.extra_fds: dict[int, Callable[[], None]] = {}
+        """File descriptors the loop also polls (e.g. a lifeline), with their handlers."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, name: str = "monarch-io") -> None:
+        """Starts the I/O thread."""
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def run_here(self) -> None:
+        """Runs the I/O loop in the calling thread until `close()` (procs use their main thread)."""
+        self._thread = threading.current_thread()
+        self._loop()
+
+    def on_io_thread(self) -> bool:
+        """True when called from the I/O thread."""
+        return threading.current_thread() is self._thread
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Runs `fn()` on the I/O thread, soon. Thread-safe."""
+        with self._calls_lock:
+            self._calls.append(fn)
+            if self._woken:
+                return
+            self._woken = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Runs `fn()` on the I/O thread after `delay` seconds. Thread-safe."""
+        deadline = time.monotonic() + delay
+        self.call_soon(lambda: heapq.heappush(self._timers,
+                                              (deadline, next(self._timer_ids), fn)))
+
+    def close(self) -> None:
+        """Stops the loop and closes sockets; queued sends get a moment to leave."""
+        self._closing = True
+        self.call_soon(lambda: None)
+        if self._thread is not None and not self.on_io_thread() and self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.outbox.close(linger_ms=500)
+
+    # -- sending -----------------------------------------------------------------------------
+    def new_port(self, sink: Sink) -> int:
+        """Registers a sink; returns its port id."""
+        port = next(self._port_ids)
+        self.ports[port] = sink
+        return port
+
+    def drop_port(self, port: int) -> None:
+        """Unregisters a port; replies to it are dropped from now on."""
+        self.ports.pop(port, None)
+
+    def cast(self, sender: str, mesh: str, method: str, procs: str, table: Sequence[str],
+             view: View, ranks: Sequence[int], frames: list[Any], port: tuple | None,
+             trace: tuple | None = None, block: bool = True) -> None:
+        """Sends one call to every rank of `view` (base ranks `ranks` of proc mesh `procs`,
+        whose addresses are `table`). Raises PeerGone if the first hop is known dead."""
+        if len(ranks) == 1:
+            seqs: tuple = ((self.numbering.take_one(sender, mesh, ranks[0]), 1),)
+        else:
+            seqs = Seqs.encode(self.numbering.take(sender, mesh, ranks))
+        msg = Call(sender, mesh, method, procs, view.to_wire(), 0, len(ranks), seqs, port,
+                   trace, _clock.now(), len(frames))
+        self.outbox.send(table[ranks[0]], msg, frames, block=block)
+
+    def reply(self, port: tuple, index: int, status: int, frames: list[Any] = (),
+              block: bool = True) -> None:
+        """Sends a Reply to `port` = (address, port id). Replies to dead processes are dropped."""
+        address, port_id = port
+        if address == self.address:
+            msg = Reply(port_id, index, status, _clock.now(), len(frames))
+            self.call_soon(lambda: self._on_reply(msg, list(frames)))
+            return
+        try:
+            self.outbox.send(address, Reply(port_id, index, status, _clock.now(), len(frames)),
+                             frames, block=block and not self.on_io_thread())
+        except PeerGone:
+            pass
+
+    def notify(self, address: str, topic: str, body: Any) -> None:
+        """Sends a Notice; a dead destination is skipped."""
+        try:
+            self.outbox.send(address, Notice(topic, body), block=not self.on_io_thread())
+        except PeerGone:
+            pass
+
+    # -- failures ----------------------------------------------------------------------------
+    def mark_dead(self, address: str, reason: str, failure: Any = None) -> None:
+        """Records that the process at `address` died; fails whatever waits on it. I/O thread."""
+        if address in self.dead:
+            return
+        self.dead[address] = reason
+        for port, sink in list(self.ports.items()):
+            if address in sink.addresses and sink.fail(address, reason, failure):
+                self.ports.pop(port, None)
+        self.reorder.release_gaps()
+        self.outbox.forget(address)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        sock, zap, monitor = self.inbox.poll_sockets()
+        poller = zmq.Poller()
+        for s in (sock, zap, monitor):
+            poller.register(s, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        registered_fds: set[int] = set()
+        try:
+            while not self._closing:
+                for fd in set(self.extra_fds) - registered_fds:
+                    poller.register(fd, zmq.POLLIN)
+                    registered_fds.add(fd)
+                for fd, _ in poller.poll(self._poll_timeout_ms()):
+                    if fd is sock:
+                        self._drain_inbox()
+                    elif fd is zap:
+                        self.inbox.service_zap()
+                    elif fd is monitor:
+                        self.inbox.service_monitor()
+                    elif fd == self._wake_r:
+                        self._run_calls()
+                    elif fd in self.extra_fds:
+                        self.extra_fds[fd]()
+                self._run_timers()
+                if self.outbox.backlogged:
+                    self.outbox.flush()
+        finally:
+            self.inbox.close()
+
+    def _poll_timeout_ms(self) -> int:
+        if self.outbox.backlogged:
+            return 1
+        if self._timers:
+            return max(0, int((self._timers[0][0] - time.monotonic()) * 1000) + 1)
+        return 1000
+
+    def _run_calls(self) -> None:
+        try:
+            os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            pass
+        with self._calls_lock:
+            calls, self._calls = self._calls, []
+            self._woken = False
+        for fn in calls:
+            fn()
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, fn = heapq.heappop(self._timers)
+            fn()
+
+    def _drain_inbox(self) -> None:
+        recv = self.inbox.recv_nowait
+        kind_handlers = self.kind_handlers
+        for _ in range(10_000):  # bounded, so timers and calls get their turn
+            got = recv()
+            if got is None:
+                return
+            msg, frames = got
+            kind = type(msg)
+            if kind is Call:
+                self._on_call(msg, frames)
+            elif kind is Reply:
+                self._on_reply(msg, frames)
+            elif kind is Notice:
+                self._on_notice(msg)
+            else:
+                handler = kind_handlers.get(kind)
+                if handler is not None:
+                    handler(msg, frames)
+
+    def _on_call(self, msg: Call, frames: list[Any]) -> None:
+        _clock.observe(msg.hlc)
+        if msg.hi - msg.lo > 1:
+            if msg.procs not in self.tables:
+                self._untabled.setdefault(msg.procs, []).append((msg, frames))
+                return
+            self._forward(msg, frames)
+        self.reorder.push((msg.sender, msg.mesh), Seqs.at(msg.seqs, 0), (msg, frames))
+
+    def _forward(self, msg: Call, frames: list[Any]) -> None:
+        view = self.view(msg.view)
+        table = self.tables[msg.procs]
+        hlc = _clock.now()
+        for lo, hi in view.chunks(msg.lo, msg.hi, FANOUT):
+            child = Call(msg.sender, msg.mesh, msg.method, msg.procs, msg.view, lo, hi,
+                         Seqs.window(msg.seqs, lo - msg.lo, hi - msg.lo), msg.port, msg.trace,
+                         hlc, msg.nframes)
+            address = table[view.rank_at(lo)]
+            if address == self.address:
+                self._on_call(child, frames)
+            else:
+                self.outbox.send(address, child, frames, block=False)
+
+    def learn_table(self, procs: str, addresses: Sequence[str]) -> None:
+        """Records a proc mesh's address table; releases calls that waited for it. I/O thread."""
+        if procs in self.tables:
+            return
+        self.tables[procs] = tuple(addresses)
+        for msg, frames in self._untabled.pop(procs, ()):
+            self._on_call(msg, frames)
+
+    def view(self, wire: tuple) -> View:
+        """The View for a wire tuple (cached)."""
+        view = self._views.get(wire)
+        if view is None:
+            if len(self._views) > 4096:
+                self._views.clear()
+            view = self._views[wire] = View.from_wire(wire)
+        return view
+
+    def _deliver(self, item: tuple[Call, list[Any]]) -> None:
+        msg, frames = item
+        mesh = msg.mesh
+        if mesh.startswith(SYSTEM_PREFIX):
+            handler = self.system_methods.get(msg.method)
+            if handler is not None:
+                handler(msg, frames)
+            return
+        slot = self.actors.get(mesh)
+        if slot is not None:
+            slot.deliver(msg, frames)
+        else:
+            self._early.setdefault(mesh, []).append(item)
+
+    def add_actor(self, mesh: str, slot: Any) -> None:
+        """Installs an actor slot and hands it the calls that arrived before it. I/O thread."""
+        self.actors[mesh] = slot
+        for msg, frames in self._early.pop(mesh, ()):
+            slot.deliver(msg, frames)
+
+    def _on_reply(self, msg: Reply, frames: list[Any]) -> None:
+        _clock.observe(msg.hlc)
+        sink = self.ports.get(msg.port)
+        if sink is not None and sink.deliver(msg, frames):
+            self.ports.pop(msg.port, None)
+
+    def _on_notice(self, msg: Notice) -> None:
+        handler = self.notice_handlers.get(msg.topic)
+        if handler is not None:
+            handler(msg.body)
+
+
+_current: ProcessRuntime | None = None
+
+
+def current() -> ProcessRuntime | None:
+    """This process's runtime, or None before it joined a job."""
+    return _current
+
+
+def set_current(runtime: ProcessRuntime | None) -> None:
+    """Sets this process's runtime (bootstrap only)."""
+    global _current
+    _current = runtime

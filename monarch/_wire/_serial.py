@@ -1,0 +1,102 @@
+"""Pickling of message payloads: cloudpickle protocol 5 with out-of-band buffers.
+
+Large buffers (numpy arrays, CPU tensors, bytes/bytearrays over a threshold) are not copied into
+the pickle stream; they travel as their own zmq frames and are rebuilt on the receiving side as
+views of the received frame, which is writable. Torch is only touched when a tensor is pickled.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import sys
+from typing import Any, Callable, Sequence
+
+import cloudpickle
+
+OOB_MIN_BYTES = 64 * 1024
+"""Buffers at least this big travel as their own frames."""
+
+Buffers = list[pickle.PickleBuffer]
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle with zero-copy reducers for bytes and torch tensors, and a hook for refs."""
+
+    def __init__(self, file: io.BytesIO, buffer_callback: Callable[[Any], Any] | None,
+                 persistent: Callable[[Any], Any] | None) -> None:
+        super().__init__(file, protocol=5, buffer_callback=buffer_callback)
+        self._persistent = persistent
+
+    def persistent_id(self, obj: Any) -> Any:
+        if self._persistent is None:
+            return None
+        return self._persistent(obj)
+
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is bytes and len(obj) >= OOB_MIN_BYTES:
+            return _bytes_from_buffer, (pickle.PickleBuffer(obj),)
+        if "torch" in sys.modules and kind.__module__.startswith("torch"):
+            reduced = _reduce_tensor(obj)
+            if reduced is not None:
+                return reduced
+        return super().reducer_override(obj)
+
+
+def dumps(obj: Any, persistent: Callable[[Any], Any] | None = None) -> tuple[bytes, Buffers]:
+    """Pickles `obj`; returns the pickle bytes and the out-of-band buffers (in order)."""
+    buffers: Buffers = []
+    file = io.BytesIO()
+    _Pickler(file, buffers.append, persistent).dump(obj)
+    return file.getvalue(), buffers
+
+
+def loads(data: bytes | memoryview, buffers: Sequence[Any] = (),
+          persistent: Callable[[Any], Any] | None = None) -> Any:
+    """Unpickles what `dumps` produced; `buffers` are the received frames' buffers, in order."""
+    unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
+    if persistent is not None:
+        unpickler.persistent_load = persistent  # type: ignore[assignment]
+    return unpickler.load()
+
+
+def _bytes_from_buffer(buf: Any) -> bytes:
+    return bytes(buf)
+
+
+def _reduce_tensor(obj: Any) -> Any:
+    """Reduces a dense CPU tensor to a zero-copy buffer; None where torch must do it itself."""
+    import torch
+
+    if type(obj) is not torch.Tensor and type(obj) is not torch.nn.Parameter:
+        return None
+    if obj.device.type != "cpu" or obj.layout != torch.strided or obj.is_quantized:
+        return None
+    if obj.requires_grad and not obj.is_leaf:
+        return None  # torch's own pickling raises the error users know
+    flat = obj.detach().contiguous().reshape(-1)
+    if flat.numel() * flat.element_size() < OOB_MIN_BYTES:
+        raw: Any = bytes(flat.view(torch.uint8).numpy()) if flat.numel() else b""
+    else:
+        raw = pickle.PickleBuffer(flat.view(torch.uint8).numpy())
+    is_param = type(obj) is torch.nn.Parameter
+    return _rebuild_tensor, (raw, str(obj.dtype), tuple(obj.shape), obj.requires_grad, is_param)
+
+
+def _rebuild_tensor(raw: Any, dtype: str, shape: tuple[int, ...], requires_grad: bool,
+                    is_param: bool) -> Any:
+    import torch
+
+    torch_dtype = getattr(torch, dtype.removeprefix("torch."))
+    if len(raw) == 0:
+        tensor = torch.empty(shape, dtype=torch_dtype)
+    else:
+        if isinstance(raw, bytes):
+            raw = bytearray(raw)
+        tensor = torch.frombuffer(raw, dtype=torch.uint8).view(torch_dtype).reshape(shape)
+    if is_param:
+        return torch.nn.Parameter(tensor, requires_grad=requires_grad)
+    if requires_grad:
+        tensor.requires_grad_(True)
+    return tensor

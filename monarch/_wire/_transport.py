@@ -1,0 +1,302 @@
+"""zmq transport: one authenticated inbox per process, one outbound link per destination.
+
+Auth: every inbox requires the per-job secret. On ipc and loopback tcp the mechanism is PLAIN
+(the secret as password); on other tcp addresses it is CURVE with a keypair derived from the
+secret, so the secret never crosses a network in the clear. The ZAP handler is polled by the
+inbox owner's loop (no extra thread); handshake failures are seen through a socket monitor.
+Nothing from an unauthenticated peer reaches the decoder; garbage from an authenticated peer is
+dropped and counted by `Inbox.recv_nowait`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import ipaddress
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import zmq
+import zmq.utils.monitor
+
+from ._messages import WireError, decode, encode
+
+_ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+_USER = b"monarch"
+HWM = 100_000
+"""Messages queued per link before a blocking sender waits (back-pressure)."""
+
+
+class PeerGone(Exception):
+    """The destination of a send is known to be dead; the message was not sent."""
+
+
+@dataclasses.dataclass(slots=True)
+class InboxStats:
+    """Counters of what the inbox refused. Mutated only by the inbox's owner thread."""
+
+    received: int = 0
+    bad_frames: int = 0
+    denied_peers: int = 0
+    failed_handshakes: int = 0
+
+
+def curve_keys(secret: bytes) -> tuple[bytes, bytes]:
+    """The job's CURVE (public, secret) keypair, z85-encoded, derived from the job secret."""
+    secret_key = zmq.utils.z85.encode(secret[:32].ljust(32, b"\0"))
+    return zmq.curve_public(secret_key), secret_key
+
+
+def is_private(endpoint: str) -> bool:
+    """True for ipc and loopback tcp endpoints (PLAIN is enough there)."""
+    if endpoint.startswith(("ipc://", "inproc://")):
+        return True
+    host = endpoint.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
+    if host in ("localhost", "*"):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Inbox:
+    """The process's bound receiving socket, with its ZAP handler and handshake monitor.
+
+    Owned by one thread (the process's I/O loop): call `recv_nowait`, `service_zap` and
+    `service_monitor` from that thread only, when `poll_sockets()` report readiness.
+    """
+
+    def __init__(self, ctx: zmq.Context, secret: bytes, endpoint: str) -> None:
+        self._secret = secret
+        self._zap = ctx.socket(zmq.ROUTER)
+        self._zap.linger = 0
+        self._zap.bind(_ZAP_ENDPOINT)
+        self._sock = ctx.socket(zmq.PULL)
+        self._sock.linger = 0
+        self._sock.rcvhwm = HWM
+        self._sock.zap_domain = b"monarch"
+        if is_private(endpoint):
+            self._sock.plain_server = True
+        else:
+            self._sock.curve_server = True
+            self._sock.curve_secretkey = curve_keys(secret)[1]
+        self._monitor = self._sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        self._sock.bind(endpoint)
+        self.address: str = self._sock.last_endpoint.decode()
+        self.stats = InboxStats()
+
+    def poll_sockets(self) -> tuple[zmq.Socket, zmq.Socket, zmq.Socket]:
+        """The sockets to poll for input: (messages, zap, monitor)."""
+        return self._sock, self._zap, self._monitor
+
+    def recv_nowait(self) -> tuple[Any, list[zmq.Frame]] | None:
+        """The next well-formed message and its extra frames, or None when none is waiting."""
+        sock = self._sock
+        while True:
+            try:
+                head = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return None
+            try:
+                msg = decode(head)
+            except WireError:
+                self._drop()
+                continue
+            frames = self._recv_frames(getattr(msg, "nframes", 0))
+            if frames is None:
+                self._drop()
+                continue
+            self.stats.received += 1
+            return msg, frames
+
+    def _recv_frames(self, count: int) -> list[zmq.Frame] | None:
+        sock = self._sock
+        frames = []
+        for _ in range(count):
+            if not sock.getsockopt(zmq.RCVMORE):
+                return None
+            frames.append(sock.recv(copy=False))
+        if sock.getsockopt(zmq.RCVMORE):
+            return None
+        return frames
+
+    def _drop(self) -> None:
+        self.stats.bad_frames += 1
+        while self._sock.getsockopt(zmq.RCVMORE):
+            self._sock.recv()
+
+    def service_zap(self) -> None:
+        """Answers pending ZAP requests: the job secret is the only accepted credential."""
+        while True:
+            try:
+                request = self._zap.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._zap.send_multipart(self._zap_answer(request))
+
+    def _zap_answer(self, request: list[bytes]) -> list[bytes]:
+        envelope, _, rest = _split_zap(request)
+        ok = False
+        if len(rest) >= 6 and rest[0] == b"1.0":
+            mechanism, credentials = rest[5], rest[6:]
+            if mechanism == b"PLAIN" and len(credentials) == 2:
+                ok = credentials[0] == _USER and credentials[1] == self._secret
+            elif mechanism == b"CURVE" and len(credentials) == 1:
+                ok = zmq.utils.z85.encode(credentials[0]) == curve_keys(self._secret)[0]
+        if not ok:
+            self.stats.denied_peers += 1
+        request_id = rest[1] if len(rest) > 1 else b""
+        code, text = (b"200", b"OK") if ok else (b"400", b"denied")
+        return [*envelope, b"", b"1.0", request_id, code, text, _USER if ok else b"", b""]
+
+    def service_monitor(self) -> None:
+        """Counts failed handshakes (wrong mechanism, garbage instead of ZMTP)."""
+        while True:
+            try:
+                zmq.utils.monitor.recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.stats.failed_handshakes += 1
+
+    def close(self) -> None:
+        self._sock.disable_monitor()
+        for sock in (self._monitor, self._sock, self._zap):
+            sock.close(0)
+
+
+def _split_zap(request: list[bytes]) -> tuple[list[bytes], bytes, list[bytes]]:
+    try:
+        i = request.index(b"")
+    except ValueError:
+        return [], b"", request
+    return request[:i], b"", request[i + 1:]
+
+
+@dataclasses.dataclass(slots=True)
+class _Link:
+    sock: zmq.Socket
+    lock: threading.Lock
+    backlog: collections.deque
+
+
+class Outbox:
+    """Outbound links, one PUSH socket per destination address, shared by all threads.
+
+    `send(block=True)` is for user and actor threads: it waits while the link is full
+    (back-pressure) and raises PeerGone if the destination dies meanwhile. `send(block=False)` is
+    for the I/O loop: a full link keeps the message in a backlog that `flush()` retries, in order.
+    """
+
+    def __init__(self, ctx: zmq.Context, secret: bytes,
+                 is_dead: Callable[[str], bool] = lambda address: False) -> None:
+        self._ctx = ctx
+        self._secret = secret
+        self._is_dead = is_dead
+        self._links: dict[str, _Link] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.backlogged: set[str] = set()
+        """Addresses with a backlog; touched by the I/O loop only."""
+
+    def send(self, address: str, msg: Any, frames: Sequence[Any] = (), block: bool = True) -> None:
+        """Sends a message (envelope + frames) to `address`, in order per link."""
+        self.send_raw(address, [encode(msg), *frames], block)
+
+    def send_raw(self, address: str, parts: list[Any], block: bool = True) -> None:
+        """Sends already-encoded parts; see `send`."""
+        link = self._links.get(address) or self._connect(address)
+        with link.lock:
+            if not link.backlog and _try_send(link.sock, parts):
+                return
+            if not block:
+                link.backlog.append(parts)
+                self.backlogged.add(address)
+                return
+        self._send_blocking(address, link, parts)
+
+    def _send_blocking(self, address: str, link: _Link, parts: list[Any]) -> None:
+        delay = 0.0002
+        while True:
+            if self._is_dead(address):
+                raise PeerGone(address)
+            if self._closed:
+                raise PeerGone(address)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            with link.lock:
+                if not link.backlog and _try_send(link.sock, parts):
+                    return
+
+    def flush(self) -> None:
+        """Retries backlogged messages (I/O loop only); drops those for dead peers, counted."""
+        for address in list(self.backlogged):
+            link = self._links[address]
+            with link.lock:
+                while link.backlog:
+                    if self._is_dead(address):
+                        link.backlog.clear()
+                        break
+                    if not _try_send(link.sock, link.backlog[0]):
+                        break
+                    link.backlog.popleft()
+                if not link.backlog:
+                    self.backlogged.discard(address)
+
+    def _connect(self, address: str) -> _Link:
+        with self._lock:
+            link = self._links.get(address)
+            if link is not None:
+                return link
+            if self._closed:
+                raise PeerGone(address)
+            sock = self._ctx.socket(zmq.PUSH)
+            sock.sndhwm = HWM
+            sock.linger = 2000
+            sock.reconnect_ivl = 10
+            sock.reconnect_ivl_max = 500
+            if is_private(address):
+                sock.plain_username = _USER
+                sock.plain_password = self._secret
+            else:
+                public, secret_key = curve_keys(self._secret)
+                sock.curve_serverkey = public
+                sock.curve_publickey = public
+                sock.curve_secretkey = secret_key
+            sock.connect(address)
+            link = _Link(sock, threading.Lock(), collections.deque())
+            self._links[address] = link
+            return link
+
+    def forget(self, address: str) -> None:
+        """Closes the link to a peer that is gone, dropping whatever it still queued."""
+        with self._lock:
+            link = self._links.pop(address, None)
+        if link is not None:
+            with link.lock:
+                link.sock.close(0)
+        self.backlogged.discard(address)
+
+    def close(self, linger_ms: int = 2000) -> None:
+        """Closes every link, giving queued messages up to `linger_ms` to leave."""
+        with self._lock:
+            self._closed = True
+            links = list(self._links.values())
+            self._links.clear()
+        for link in links:
+            with link.lock:
+                link.sock.close(linger_ms)
+
+
+def _try_send(sock: zmq.Socket, parts: list[Any]) -> bool:
+    try:
+        if len(parts) == 1:
+            sock.send(parts[0], zmq.NOBLOCK, copy=False)
+        else:
+            sock.send_multipart(parts, zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        return False
+    return True

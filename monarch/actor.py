@@ -1,0 +1,78 @@
+"""The actor API: a drop-in for torchmonarch's `monarch.actor`.
+
+    from monarch.actor import Actor, endpoint, this_host
+
+    class Trainer(Actor):
+        @endpoint
+        def step(self, n: int) -> float: ...
+
+    procs = this_host().spawn_procs(per_host={"gpus": 8})
+    trainers = procs.spawn("trainers", Trainer)
+    losses = trainers.step.call(0).get()
+
+Importing this module starts nothing; the job starts on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import config
+from ._actor import Actor
+from ._actor_mesh import ActorMesh
+from ._channel import Channel, Port, PortReceiver
+from ._context import Context, context, current_actor_name, current_rank, current_size
+from ._endpoint import (Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint,
+                        returns_future, send)
+from ._errors import ActorError, SupervisionError
+from ._future import Future
+from ._host_mesh import HostMesh
+from ._ids import ChannelTransport, ProcId, Uid, enable_transport
+from ._proc_mesh import ProcMesh
+from ._shape import Extent, Point
+from ._singletons import get_or_spawn_controller
+from ._supervision import MeshFailure
+from ._supervision import default_unhandled_fault_hook as unhandled_fault_hook
+from ._value_mesh import ValueMesh
+from ._workers import (attach, attach_to_workers, default_bootstrap_cmd,
+                       run_worker_loop_forever, run_worker_loop_until_shutdown,
+                       shutdown_context, start_worker_loop_forever)
+
+
+def this_host() -> HostMesh:
+    """The host this code runs on, as a HostMesh with no dimensions."""
+    return context().actor_instance.proc.host_mesh
+
+
+def this_proc() -> ProcMesh:
+    """The process this code runs in, as a ProcMesh of one; `spawn` on it spawns actors here."""
+    return context().actor_instance.proc
+
+
+def __getattr__(name: str) -> Any:
+    # The telemetry names import the OpenTelemetry SDK (~100 ms): only code that uses them pays.
+    if name in ("span", "traced", "get_meter"):
+        from . import telemetry
+
+        return getattr(telemetry, name)
+    raise AttributeError(f"module 'monarch.actor' has no attribute {name!r}")
+
+
+def debug_controller() -> Any:
+    """The job's debug controller actor (`breakpoint()` sessions register with it)."""
+    from ._debug import debug_controller as _debug_controller
+
+    return _debug_controller()
+
+
+__all__ = [
+    "Accumulator", "Actor", "ActorError", "Channel", "ChannelTransport", "Context", "Endpoint",
+    "Extent", "Future", "HostMesh", "MeshFailure", "Point", "Port", "PortReceiver", "ProcId",
+    "ProcMesh", "Uid", "ValueMesh", "as_endpoint", "attach", "attach_to_workers",
+    "concurrent_endpoint", "config", "context", "current_actor_name", "current_rank",
+    "current_size", "debug_controller", "default_bootstrap_cmd", "enable_transport", "endpoint",
+    "get_meter", "get_or_spawn_controller", "returns_future", "run_worker_loop_forever",
+    "run_worker_loop_until_shutdown", "send", "shutdown_context", "span",
+    "start_worker_loop_forever", "this_host", "this_proc", "traced", "unhandled_fault_hook",
+    "SupervisionError",
+]
