@@ -123,6 +123,11 @@ class Future(Generic[R]):
                 callback()
 
     def _wait(self, timeout: float | None) -> bool:
+        if _waiter is not None:
+            return _waiter(self, timeout)
+        return self._lock_wait(timeout)
+
+    def _lock_wait(self, timeout: float | None) -> bool:
         if not self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             return False
         self._lock.release()  # let other waiters through
@@ -158,6 +163,15 @@ class Future(Generic[R]):
     def __repr__(self) -> str:
         state = {_PENDING: "pending", _LAZY: "done", _VALUE: "done", _ERROR: "failed"}
         return f"<Future {state[self._state]}>"
+
+
+_waiter: Callable[["Future[Any]", float | None], bool] | None = None
+
+
+def set_waiter(waiter: Callable[["Future[Any]", float | None], bool] | None) -> None:
+    """Installs how pending futures are waited for (the runtime lets waiters lead its loop)."""
+    global _waiter
+    _waiter = waiter
 
 
 def _wake(waiter: asyncio.Future[Any]) -> None:

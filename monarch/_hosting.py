@@ -21,6 +21,7 @@ import msgpack
 from ._channel import Port
 from ._context import Context, Instance, enter, leave
 from ._endpoint import endpoint_table
+from ._leader import BATON
 from ._process import ProcessRuntime
 from ._wire import _serial
 from ._wire._messages import ERROR, FAILED, OK, Call
@@ -252,18 +253,56 @@ class SyncSlot(ActorSlot):
     """A sync actor: its own thread runs `__init__` then each message in order."""
 
     def start(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._local: collections.deque[Any] = collections.deque()
+        self.leading = False
         threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
                          daemon=True).start()
 
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         self._queue.put(item)
+        if self.leading and threading.get_ident() != self.runtime.leadership.leader_ident:
+            self.runtime.wake()
+
+    def _next(self) -> Any:
+        """The next item; while idle, this thread leads the process's loop (no hand-off for
+        the messages it receives for itself)."""
+        q, local, lead = self._queue, self._local, self.runtime.leadership
+        wanting = False
+        while True:
+            if local:
+                item = local.popleft()
+            else:
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    if not wanting and self.runtime.can_lead():
+                        if lead.want(q):
+                            self._lead(q)
+                            continue
+                        wanting = True
+                    item = q.get()
+            if item is not BATON:
+                if wanting:
+                    lead.cancel(q, local)
+                return item
+            wanting = False
+            if local or not q.empty():
+                lead.release(q)
+                continue
+            self._lead(q)
+
+    def _lead(self, q: "queue.SimpleQueue[Any]") -> None:
+        self.leading = True
+        try:
+            self.runtime.lead(q, lambda: not q.empty(), None)
+        finally:
+            self.leading = False
 
     def _run(self) -> None:
         self.construct()
-        get = self._queue.get
         while True:
-            msg, frames = get()
+            msg, frames = self._next()
             if msg is _STOP:
                 self.finish_stop(*frames)
                 self._drain_refusing()
@@ -288,7 +327,7 @@ class SyncSlot(ActorSlot):
     def _drain_refusing(self) -> None:
         while True:
             try:
-                msg, _ = self._queue.get_nowait()
+                msg, _ = self._local.popleft() if self._local else self._queue.get_nowait()
             except queue.Empty:
                 return
             if msg is _PING:

@@ -1,8 +1,9 @@
 """The per-process runtime: one inbox loop, outbound links, ports, ordering, actor slots.
 
-Every process of a job (the controller and each proc) runs one `ProcessRuntime`. Its I/O thread
-owns the inbox: it forwards casts down the tree, releases calls in per-sender order to actor
-slots, settles port sinks with replies, and runs system handlers. Any thread may send.
+Every process of a job (the controller and each proc) runs one `ProcessRuntime`. The thread
+that leads (see `_leader`: the I/O thread, or a thread that would otherwise sleep) runs the
+loop: it forwards casts down the tree, releases calls in per-sender order to actor slots,
+settles port sinks with replies, and runs system handlers. Any thread may send.
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+import queue
 import threading
 import time
 from typing import Any, Callable, Sequence
 
 import zmq
 
-from . import _clock
+from . import _clock, _future
 from ._identity import ProcessIdentity
+from ._leader import BATON, DONE, PARK_CHECK_S, Leadership
 from ._ordering import Numbering, Reorder
 from ._ports import Sink
 from ._shape import View
@@ -67,49 +70,91 @@ class ProcessRuntime:
         self._woken = False
         self._thread: threading.Thread | None = None
         self._closing = False
+        self.leadership = Leadership(self.wake)
+        self._poller: zmq.Poller | None = None
+        self._polled_fds: set[int] = set()
         self.extra_fds: dict[int, Callable[[], None]] = {}
         """File descriptors the loop also polls (e.g. a lifeline), with their handlers."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, name: str = "monarch-io") -> None:
-        """Starts the I/O thread."""
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        """Starts the I/O thread; from now on, threads waiting on futures may lead."""
+        self._thread = threading.Thread(target=self._io_main, name=name, daemon=True)
         self._thread.start()
+        _future.set_waiter(self.wait_for)
 
     def run_here(self) -> None:
-        """Runs the I/O loop in the calling thread until `close()` (procs use their main thread)."""
+        """Runs the I/O thread's part in the calling thread until `close()` (procs' main)."""
         self._thread = threading.current_thread()
-        self._loop()
+        _future.set_waiter(self.wait_for)
+        self._io_main()
 
     def on_io_thread(self) -> bool:
-        """True when called from the I/O thread."""
-        return threading.current_thread() is self._thread
+        """True when called from the thread running the loop right now (the leader)."""
+        return threading.get_ident() == self.leadership.leader_ident
 
-    def call_soon(self, fn: Callable[[], None]) -> None:
-        """Runs `fn()` on the I/O thread, soon. Thread-safe."""
-        with self._calls_lock:
-            self._calls.append(fn)
-            if self._woken:
-                return
-            self._woken = True
+    def can_lead(self) -> bool:
+        """True while other threads may take the loop over (started, not closing)."""
+        return self._thread is not None and not self._closing
+
+    def wake(self) -> None:
+        """Makes the leader's poll return soon. Thread-safe."""
         try:
             os.write(self._wake_w, b"x")
         except OSError:
             pass
 
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Runs `fn()` in the loop, soon. Thread-safe."""
+        with self._calls_lock:
+            self._calls.append(fn)
+            if self._woken:
+                return
+            self._woken = True
+        self.wake()
+
     def call_later(self, delay: float, fn: Callable[[], None]) -> None:
-        """Runs `fn()` on the I/O thread after `delay` seconds. Thread-safe."""
+        """Runs `fn()` in the loop after `delay` seconds. Thread-safe."""
         deadline = time.monotonic() + delay
         self.call_soon(lambda: heapq.heappush(self._timers,
                                               (deadline, next(self._timer_ids), fn)))
 
     def close(self) -> None:
-        """Stops the loop and closes sockets; queued sends get a moment to leave."""
+        """Stops the loop, fails what still waits, closes sockets (queued sends get 0.5 s)."""
         self._closing = True
-        self.call_soon(lambda: None)
-        if self._thread is not None and not self.on_io_thread() and self._thread.is_alive():
+        self.leadership.closing = True
+        self.wake()
+        if (self._thread is not None and self._thread is not threading.current_thread()
+                and self._thread.is_alive()):
             self._thread.join(timeout=5)
         self.outbox.close(linger_ms=500)
+
+    def wait_for(self, future: Any, timeout: float | None) -> bool:
+        """Waits for `future` to settle, leading the loop meanwhile if possible; False on
+        timeout. Installed as the waiter of every Future of this process."""
+        if self._closing or self.on_io_thread() or self._thread is None:
+            return future._lock_wait(timeout)
+        if future.done():
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        me: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        if self.leadership.want(me):
+            self.lead(me, future.done, deadline)
+            return future.done()
+        future.add_done_callback(lambda: me.put(DONE))
+        try:
+            item = me.get(timeout=None if deadline is None else max(0.0, timeout or 0.0))
+        except queue.Empty:
+            self.leadership.cancel(me, None)
+            return future.done()
+        except BaseException:
+            self.leadership.cancel(me, None)
+            raise
+        if item is BATON:
+            self.lead(me, future.done, deadline)
+        else:
+            self.leadership.cancel(me, None)
+        return future.done()
 
     # -- sending -----------------------------------------------------------------------------
     def new_port(self, sink: Sink) -> int:
@@ -169,34 +214,94 @@ class ProcessRuntime:
         self.outbox.forget(address)
 
     # -- the loop ----------------------------------------------------------------------------
-    def _loop(self) -> None:
-        sock, zap, monitor = self.inbox.poll_sockets()
-        poller = zmq.Poller()
-        for s in (sock, zap, monitor):
-            poller.register(s, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        registered_fds: set[int] = set()
+    def _io_main(self) -> None:
+        lead = self.leadership
+        try:
+            while True:
+                if self.lead(lead.io_queue, None, None):
+                    if self._closing:
+                        break
+                    continue
+                self._await_baton()
+        finally:
+            self._fail_all("the monarch runtime of this process shut down")
+            self.inbox.close()
+
+    def _await_baton(self) -> None:
+        """The I/O thread, not leading: waits to be handed the baton, and takes it over when it
+        has been parked too long (a leader went off to run a long handler)."""
+        lead = self.leadership
+        while True:
+            try:
+                if lead.io_queue.get(timeout=PARK_CHECK_S) is BATON:
+                    return
+            except queue.Empty:
+                if lead.take_if_parked(lead.io_queue, PARK_CHECK_S):
+                    return
+
+    def lead(self, me: queue.SimpleQueue[Any], until: Callable[[], bool] | None,
+             deadline: float | None) -> bool:
+        """Runs the loop as leader (`me` holds the baton) until `until()` holds, the deadline
+        passes, or (for the I/O thread) a follower wants to lead; then releases the baton.
+        Returns True if `me` still holds it (the I/O thread when closing, or when the follower
+        it yielded to gave up)."""
+        lead = self.leadership
+        is_io = me is lead.io_queue
+        lead.leader_ident = threading.get_ident()
         try:
             while not self._closing:
-                for fd in set(self.extra_fds) - registered_fds:
-                    poller.register(fd, zmq.POLLIN)
-                    registered_fds.add(fd)
-                for fd, _ in poller.poll(self._poll_timeout_ms()):
-                    if fd is sock:
-                        self._drain_inbox()
-                    elif fd is zap:
-                        self.inbox.service_zap()
-                    elif fd is monitor:
-                        self.inbox.service_monitor()
-                    elif fd == self._wake_r:
-                        self._run_calls()
-                    elif fd in self.extra_fds:
-                        self.extra_fds[fd]()
-                self._run_timers()
-                if self.outbox.backlogged:
-                    self.outbox.flush()
-        finally:
-            self.inbox.close()
+                if until is not None and until():
+                    break
+                if is_io and lead.wanted():
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                self._poll_once(is_io)
+        except BaseException:
+            lead.leader_ident = None
+            lead.release(me)
+            raise
+        lead.leader_ident = None
+        if is_io and self._closing:
+            return True
+        return lead.release(me)
+
+    def _poll_once(self, is_io: bool) -> None:
+        poller = self._poller or self._make_poller()
+        for fd in set(self.extra_fds) - self._polled_fds:
+            poller.register(fd, zmq.POLLIN)
+            self._polled_fds.add(fd)
+        sock, zap, monitor = self.inbox.poll_sockets()
+        timeout = self._poll_timeout_ms() if is_io else min(self._poll_timeout_ms(), 20)
+        for fd, _ in poller.poll(timeout):
+            if fd is sock:
+                self._drain_inbox()
+            elif fd is zap:
+                self.inbox.service_zap()
+            elif fd is monitor:
+                self.inbox.service_monitor()
+            elif fd == self._wake_r:
+                self._run_calls()
+            elif fd in self.extra_fds:
+                self.extra_fds[fd]()
+        self._run_timers()
+        if self.outbox.backlogged:
+            self.outbox.flush()
+
+    def _make_poller(self) -> zmq.Poller:
+        poller = zmq.Poller()
+        for s in self.inbox.poll_sockets():
+            poller.register(s, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        self._poller = poller
+        return poller
+
+    def _fail_all(self, reason: str) -> None:
+        for port, sink in list(self.ports.items()):
+            for address in set(sink.addresses):
+                if sink.fail(address, reason, None):
+                    break
+        self.ports.clear()
 
     def _poll_timeout_ms(self) -> int:
         if self.outbox.backlogged:
