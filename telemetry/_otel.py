@@ -24,9 +24,10 @@ from typing import Any
 from . import _context
 from ._context import TraceContext
 from ._records import MetricPoint
-from ._recorder import process_recorder
+from ._recorder import add_process_collector, process_recorder
 
 USER_METRICS_INTERVAL_S = 1.0
+_get_current_span: Any = None  # opentelemetry.trace.get_current_span, once the bridge exists
 
 
 class Bridge:
@@ -48,7 +49,11 @@ class Bridge:
         self.meter = self.meter_provider.get_meter("monarch")
         self._lock = threading.Lock()
         self._last_collect = 0.0
-        process_recorder().add_collector(self.collect_user_metrics)
+        add_process_collector(self.collect_user_metrics)
+        global _get_current_span
+        from opentelemetry.trace import get_current_span
+
+        _get_current_span = get_current_span
         _context.otel_probe = _innermost
 
     def collect_user_metrics(self) -> list[MetricPoint]:
@@ -112,9 +117,7 @@ def _innermost(lean: TraceContext | None) -> TraceContext | None:
     the lean span's trace was started inside it (our tracers parent it there), so it is inner;
     one from another trace is a stale or foreign context and the lean span wins.
     """
-    from opentelemetry import trace
-
-    otel = _ids_of(trace.get_current_span())
+    otel = _ids_of(_get_current_span())
     if otel is None:
         return lean
     if lean is None or lean[0] == otel[0]:

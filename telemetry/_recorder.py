@@ -134,7 +134,8 @@ class Recorder:
 
     def _collect_metrics(self, source: str) -> list[MetricPoint]:
         points = self.metrics.collect(source)
-        for collect in self._collectors:
+        collectors = [*self._collectors, *(_process_collectors if self is _process else ())]
+        for collect in collectors:
             try:
                 points.extend(collect())
             except Exception:  # a broken user metric must not stop shipping
@@ -160,6 +161,12 @@ def _log_wire(fields: tuple[Any, ...], resource: dict[str, Any]) -> list[Any]:
 
 
 _process = Recorder()
+_process_collectors: list[Callable[[], list[MetricPoint]]] = []
+
+
+def add_process_collector(collect: Callable[[], list[MetricPoint]]) -> None:
+    """Registers metric points drained with whichever recorder is the process recorder."""
+    _process_collectors.append(collect)
 
 
 def process_recorder() -> Recorder:
