@@ -49,6 +49,7 @@ class Bridge:
         self.meter = self.meter_provider.get_meter("monarch")
         self._lock = threading.Lock()
         self._last_collect = 0.0
+        self._sent: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # series -> last value shipped
         add_process_collector(self.collect_user_metrics)
         global _get_current_span
         from opentelemetry.trace import get_current_span
@@ -57,7 +58,8 @@ class Bridge:
         _context.otel_probe = _innermost
 
     def collect_user_metrics(self) -> list[MetricPoint]:
-        """Collects `get_meter()` instruments, at most once per USER_METRICS_INTERVAL_S."""
+        """Collects `get_meter()` instruments, at most once per USER_METRICS_INTERVAL_S, and
+        returns the series that changed since the previous collect."""
         now = time.monotonic()
         with self._lock:
             if now - self._last_collect < USER_METRICS_INTERVAL_S:
@@ -65,7 +67,15 @@ class Bridge:
             self._last_collect = now
             self.reader.points = []
             self.reader.collect()
-            return self.reader.points
+            return [p for p in self.reader.points if self._changed(p)]
+
+    def _changed(self, point: MetricPoint) -> bool:
+        key = (point.name, tuple(sorted(point.labels.items())))
+        value = (point.value, point.count, point.buckets)
+        if self._sent.get(key) == value:
+            return False
+        self._sent[key] = value
+        return True
 
     def set_global(self) -> None:
         """Makes these providers OpenTelemetry's global ones, unless the user already set some."""
