@@ -39,7 +39,13 @@ from ._otel import install_otel
 from ._otlp import ExporterStatistics, OtlpConfig, OtlpExporter
 from ._perfetto import chrome_trace, write_chrome_trace
 from ._prometheus import MetricsServer, StoreCollector, serve_metrics
-from ._recorder import Recorder, configure, process_recorder, set_process_recorder
+from ._recorder import (
+    Recorder,
+    RecorderStatistics,
+    configure,
+    process_recorder,
+    set_process_recorder,
+)
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
 from ._spans import SpanHandle, start_span
 from ._store import Store, StoreStatistics
@@ -62,6 +68,7 @@ __all__ = [
     "OtlpExporter",
     "Rate",
     "Recorder",
+    "RecorderStatistics",
     "Span",
     "SpanHandle",
     "SpanRecord",

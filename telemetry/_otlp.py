@@ -178,8 +178,8 @@ class OtlpExporter:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            records += subscription.get(left, self._max_batch - len(records))
-        return records + subscription.get_nowait(max(self._max_batch - len(records), 0))
+            records += subscription.wait(left, self._max_batch - len(records))
+        return records + subscription.poll(max(self._max_batch - len(records), 0))
 
     def _send(self, records: list[Any]) -> None:
         spans = [r for r in records if isinstance(r, SpanRecord)]

@@ -7,6 +7,7 @@ field order and only become lists at `Recorder.drain`, which runs on the shippin
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import deque
@@ -18,6 +19,14 @@ from ._metrics import MetricsTable
 from ._records import FailureRecord, MetricPoint, TransferRecord
 
 KINDS = ("span", "log", "transfer", "failure")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecorderStatistics:
+    """A snapshot of a recorder: records waiting to be drained and records dropped, per kind."""
+
+    pending: dict[str, int]
+    dropped: dict[str, int]
 
 
 class Recorder:
@@ -85,6 +94,10 @@ class Recorder:
     def dropped(self) -> dict[str, int]:
         """Returns how many records of each kind were dropped since the process started."""
         return dict(self._dropped)
+
+    def statistics(self) -> RecorderStatistics:
+        """Returns a snapshot: records waiting per kind and records dropped per kind."""
+        return RecorderStatistics({k: len(q) for k, q in self._queues.items()}, self.dropped())
 
     def pending(self) -> int:
         """Returns how many records wait to be drained."""

@@ -47,19 +47,20 @@ class Subscription:
         if self._notify is not None:
             self._notify()
 
-    def get_nowait(self, max_items: int = 10_000) -> list[Any]:
-        """Returns up to ``max_items`` queued records (maybe none), oldest first."""
+    def poll(self, max_items: int = 10_000) -> list[Any]:
+        """Returns up to ``max_items`` queued records (maybe none, never waits), oldest first."""
         with self._ready:
             return self._take(max_items)
 
-    def get(self, timeout: float | None = None, max_items: int = 10_000) -> list[Any]:
-        """Waits until records are queued (or ``timeout`` s pass, or it closes); returns them."""
+    def wait(self, timeout: float | None = None, max_items: int = 10_000) -> list[Any]:
+        """Waits until records are queued (or ``timeout`` s pass, or it closes); returns up to
+        ``max_items`` of them (none after a timeout or close), oldest first."""
         with self._ready:
             self._ready.wait_for(lambda: self._queue or self.closed, timeout)
             return self._take(max_items)
 
     def close(self) -> None:
-        """Stops the subscription; a blocked `get` returns."""
+        """Stops the subscription; a blocked `wait` returns."""
         with self._ready:
             self.closed = True
             self._ready.notify_all()

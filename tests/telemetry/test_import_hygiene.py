@@ -67,7 +67,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(telemetry.__all__) == sorted([
         "BATCH_VERSION", "Batch", "BatchError", "Capture", "ExporterStatistics", "FailureRecord",
         "FoldedLine", "HybridClock", "LogRecord", "LoggingCapture", "MetricPoint",
-        "MetricsServer", "OtlpConfig", "OtlpExporter", "Rate", "Recorder", "Span", "SpanHandle",
+        "MetricsServer", "OtlpConfig", "OtlpExporter", "Rate", "Recorder", "RecorderStatistics", "Span", "SpanHandle",
         "SpanRecord", "Store", "StoreCollector", "StoreStatistics", "StreamTee", "Subscription",
         "TraceContext", "TransferRecord", "TransferSummary", "chrome_trace", "compress_ranks",
         "configure", "count_bytes", "count_failure", "count_message", "current_actor_tags",

@@ -28,6 +28,7 @@ def test_full_buffer_drops_new_records_and_counts_them() -> None:
     for i in range(5):
         start_span(f"s{i}", recorder=small).end()
     assert small.dropped()["span"] == 3
+    assert small.statistics().pending["span"] == 2
     wire = small.drain()
     assert wire is not None
     assert [s[3] for s in wire[2]] == ["s0", "s1"]

@@ -161,15 +161,15 @@ def test_subscribers_get_new_records_of_their_kinds() -> None:
     sub = store.subscribe(["log"], notify=woke.set)
     store.ingest(batch("p0", 1, logs=[log(1, "hi")], spans=[span("s", b"a", b"1")]))
     assert woke.is_set()
-    assert [r.text for r in sub.get(timeout=1)] == ["hi"]
-    assert sub.get_nowait() == []
+    assert [r.text for r in sub.wait(timeout=1)] == ["hi"]
+    assert sub.poll() == []
 
 
 def test_slow_subscriber_drops_and_counts() -> None:
     store = Store()
     sub = store.subscribe(["log"], maxsize=2)
     store.add_many(log(i, str(i)) for i in range(5))
-    assert [r.text for r in sub.get_nowait()] == ["0", "1"]
+    assert [r.text for r in sub.poll()] == ["0", "1"]
     assert sub.dropped == 3 and store.statistics().subscriber_drops == 3
     assert len(store.logs()) == 5  # the store itself lost nothing
 
@@ -178,7 +178,7 @@ def test_closed_subscription_wakes_its_reader_and_leaves_the_store() -> None:
     store = Store()
     sub = store.subscribe(["span"])
     got: list = []
-    reader = threading.Thread(target=lambda: got.append(sub.get(timeout=30)))
+    reader = threading.Thread(target=lambda: got.append(sub.wait(timeout=30)))
     reader.start()
     sub.close()
     reader.join(timeout=5)
