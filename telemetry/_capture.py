@@ -73,10 +73,16 @@ class StreamTee:
             self.write(line)
 
     def flush(self) -> None:
-        """Flushes the wrapped stream and records this thread's pending partial line."""
+        """Flushes the wrapped stream and records this thread's pending partial line.
+
+        A line being redrawn in place (a progress bar: it contains ``\r``) stays pending until
+        its newline, so each redraw is not recorded as a line of its own.
+        """
         self._stream.flush()
-        partial = self._partial.pop(_get_ident(), None)
-        if partial:
+        tid = _get_ident()
+        partial = self._partial.get(tid)
+        if partial and "\r" not in partial:
+            del self._partial[tid]
             self._emit(partial)
 
     def __getattr__(self, name: str) -> Any:
@@ -102,6 +108,8 @@ class StreamTee:
                 self._buffer(tid, rest)
 
     def _buffer(self, tid: int, text: str) -> None:
+        if "\r" in text:  # only the last redraw stays visible; keep a \r to mark it a redraw
+            text = "\r" + _visible(text)
         while len(text) > MAX_PARTIAL:
             self._emit(text[:MAX_PARTIAL])
             text = text[MAX_PARTIAL:]
@@ -109,12 +117,15 @@ class StreamTee:
 
     def _emit(self, line: str) -> None:
         if "\r" in line:
-            line = line.rstrip("\r")
-            if "\r" in line:  # a progress bar redrawn in place: keep what was visible last
-                line = line.rsplit("\r", 1)[1]
+            line = _visible(line)
         (self._recorder or process_recorder()).add_log((
             _clock_now(), _time_ns(), self._name, self._level, line, _tags_var.get(),
             _trace_var.get()))
+
+
+def _visible(text: str) -> str:
+    """What a terminal shows of ``text`` after its carriage returns."""
+    return text.rstrip("\r").rsplit("\r", 1)[-1]
 
 
 class LoggingCapture(logging.Handler):

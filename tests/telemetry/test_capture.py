@@ -103,6 +103,17 @@ def test_carriage_returns_keep_the_last_redraw(tee: StreamTee, recorder: Recorde
     assert [r.text for r in lines(recorder)] == ["100%"]
 
 
+def test_progress_bar_is_one_line_however_often_it_is_flushed(tee: StreamTee,
+                                                               recorder: Recorder) -> None:
+    for percent in range(0, 101, 10):
+        tee.write(f"\rtraining {percent}%")
+        tee.flush()
+    assert lines(recorder) == []
+    tee.write("\n")
+    assert [r.text for r in lines(recorder)] == ["training 100%"]
+    assert tee.wrapped.getvalue().endswith("\rtraining 100%\n")  # type: ignore[attr-defined]
+
+
 def test_recording_failure_never_breaks_the_write(recorder: Recorder) -> None:
     class Broken(Recorder):
         def add_log(self, fields: tuple) -> None:
