@@ -42,7 +42,7 @@ def per_op(fn: Callable[[], object], reset: Callable[[], object], repeat: int = 
 def main() -> None:
     recorder = Recorder(max_spans=10**7, max_logs=10**7)
     set_process_recorder(recorder)
-    clear = lambda: recorder.drain(10**8)  # noqa: E731
+    clear = lambda: recorder.drain(10**8)
     parent = (b"\x01" * 16, b"\x02" * 8)
 
     def span() -> None:

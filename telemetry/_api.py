@@ -32,7 +32,7 @@ class Span:
     escaping exception and marking the span as an error.
     """
 
-    __slots__ = ("name", "_otel_span", "_tokens")
+    __slots__ = ("_otel_span", "_tokens", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -64,7 +64,7 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
     """
     wire = _unpack(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     if not isinstance(wire, (list, tuple)) or len(wire) < 7 or wire[0] != BATCH_VERSION:
-        raise BatchError("not a telemetry batch of version %d" % BATCH_VERSION)
+        raise BatchError(f"not a telemetry batch of version {BATCH_VERSION}")
     if not isinstance(wire[1], dict):
         raise BatchError("batch resource is not a map")
     invalid = 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextvars
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 TraceContext = tuple[bytes, bytes]
@@ -18,8 +19,8 @@ TraceContext = tuple[bytes, bytes]
 _trace: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(
     "monarch_telemetry_trace", default=None
 )
-_tags: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
-    "monarch_telemetry_actor_tags", default={}
+_tags: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "monarch_telemetry_actor_tags", default=MappingProxyType({})
 )
 
 # Our own generator: user code often seeds `random` identically on every rank, which would make
@@ -68,7 +69,7 @@ def reset_trace_context(token: contextvars.Token[TraceContext | None]) -> None:
     _trace.reset(token)
 
 
-def set_actor_tags(**tags: Any) -> contextvars.Token[dict[str, Any]]:
+def set_actor_tags(**tags: Any) -> contextvars.Token[Mapping[str, Any]]:
     """Tags what runs next in this thread/task (log lines, spans) with mesh, actor_class, rank...
 
     The runtime calls it when a handler starts and `reset_actor_tags` when it ends. The dict is
@@ -80,11 +81,11 @@ def set_actor_tags(**tags: Any) -> contextvars.Token[dict[str, Any]]:
     return _tags.set(tags)
 
 
-def reset_actor_tags(token: contextvars.Token[dict[str, Any]]) -> None:
+def reset_actor_tags(token: contextvars.Token[Mapping[str, Any]]) -> None:
     """Restores the tags a `set_actor_tags` call replaced."""
     _tags.reset(token)
 
 
-def current_actor_tags() -> dict[str, Any]:
-    """Returns the current actor tags (do not mutate)."""
+def current_actor_tags() -> Mapping[str, Any]:
+    """Returns the current actor tags."""
     return _tags.get()

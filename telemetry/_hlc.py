@@ -38,15 +38,14 @@ class HybridClock:
         lock = self._lock
         lock.acquire()  # not `with`: half the cost, and nothing below can raise
         last = self._last + 1
-        stamp = self._last = physical if physical > last else last
+        stamp = self._last = physical if physical > last else last  # noqa: PLR1730 (speed)
         lock.release()
         return stamp
 
     def observe(self, remote: int) -> None:
         """Advances the clock past ``remote``, a stamp received in a message."""
         with self._lock:
-            if remote > self._last:
-                self._last = remote
+            self._last = max(self._last, remote)
 
     def reset_lock(self) -> None:
         """Replaces the lock; called in a forked child, where the parent's lock may be held."""

@@ -10,8 +10,8 @@ import os
 import socket
 import time
 
-from ._records import FailureRecord, TransferRecord
 from ._recorder import process_recorder
+from ._records import FailureRecord, TransferRecord
 
 
 def count_message(mesh: str, method: str) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 
 from . import _context
 from ._context import TraceContext
-from ._records import MetricPoint
 from ._recorder import add_process_collector, process_recorder
+from ._records import MetricPoint
 
 USER_METRICS_INTERVAL_S = 1.0
 _get_current_span: Any = None  # opentelemetry.trace.get_current_span, once the bridge exists
@@ -216,7 +216,9 @@ def _classes() -> Any:
             _record_span(span)
 
     class Reader(MetricReader):
-        points: list[MetricPoint] = []  # what the last collect produced
+        def __init__(self) -> None:
+            super().__init__()
+            self.points: list[MetricPoint] = []  # what the last collect produced
 
         def _receive_metrics(self, metrics_data: Any, timeout_millis: float = 10_000,
                              **kwargs: Any) -> None:

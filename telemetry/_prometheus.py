@@ -22,8 +22,7 @@ _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
 def metric_name(name: str) -> str:
     """The Prometheus name of a metric: ``monarch_`` + the sanitized name."""
     clean = _INVALID.sub("_", name)
-    if clean.endswith("_total"):
-        clean = clean[: -len("_total")]
+    clean = clean.removesuffix("_total")
     return clean if clean.startswith("monarch_") else "monarch_" + clean
 
 

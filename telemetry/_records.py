@@ -8,10 +8,9 @@ sender may append fields without breaking an older receiver.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 Attributes = dict[str, Any]
-_R = TypeVar("_R")
 
 
 def _wire_of(record: Any, n: int) -> list[Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from . import _context
 from ._context import TraceContext, new_span_id, new_trace_id
@@ -28,8 +28,16 @@ class SpanHandle:
     escaped, ``ok`` otherwise.
     """
 
-    __slots__ = ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "attributes",
-                 "_token", "_recorder")
+    __slots__ = (
+        "_recorder",
+        "_token",
+        "attributes",
+        "name",
+        "parent_span_id",
+        "span_id",
+        "start_ns",
+        "trace_id",
+    )
 
     def __init__(self, name: str, trace_id: bytes, parent_span_id: bytes | None,
                  attributes: dict[str, Any], recorder: Recorder, activate: bool) -> None:
@@ -71,7 +79,7 @@ class SpanHandle:
         if self._token is not None:
             self._deactivate(self._token)
 
-    def __enter__(self) -> SpanHandle:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

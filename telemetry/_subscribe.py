@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 ALL_KINDS = frozenset({"span", "log", "metric", "transfer", "failure"})
 
@@ -67,7 +67,7 @@ class Subscription:
         if self._on_close is not None:
             self._on_close(self)
 
-    def __enter__(self) -> Subscription:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
 from monarch.telemetry import Recorder, reset_trace_context, set_process_recorder, set_trace_context
 
 

@@ -5,7 +5,6 @@ import inspect
 
 import pytest
 from conftest import drain
-
 from monarch.telemetry import (
     MetricPoint,
     Recorder,
@@ -52,10 +51,9 @@ def test_nested_user_spans_and_traced_functions(recorder: Recorder) -> None:
     def named() -> int:
         return 7
 
-    with start_span("handler"):
-        with span("outer"):
-            inner_ctx = compute()
-            assert named() == 7
+    with start_span("handler"), span("outer"):
+        inner_ctx = compute()
+        assert named() == 7
     got = spans_of(recorder)
     assert got["compute"].parent_span_id == got["outer"].span_id
     assert got["custom"].parent_span_id == got["outer"].span_id
@@ -88,9 +86,8 @@ def test_span_as_decorator(recorder: Recorder) -> None:
 
 
 def test_exception_marks_user_span_as_error(recorder: Recorder) -> None:
-    with pytest.raises(ValueError):
-        with span("bad"):
-            raise ValueError("nope")
+    with pytest.raises(ValueError), span("bad"):
+        raise ValueError("nope")
     bad = spans_of(recorder)["bad"]
     assert bad.outcome == "error" and "nope" in bad.attributes["error"]
     assert current_trace_context() is None
@@ -110,12 +107,11 @@ def test_raw_opentelemetry_spans_join_the_invocation_trace(recorder: Recorder) -
 
     install_otel()
     tracer = trace.get_tracer("user.library")
-    with start_span("handler"):
-        with tracer.start_as_current_span("raw") as raw:
-            assert trace.get_current_span() is raw
-            raw_ctx = current_trace_context()
-            with span("mine"):
-                pass
+    with start_span("handler"), tracer.start_as_current_span("raw") as raw:
+        assert trace.get_current_span() is raw
+        raw_ctx = current_trace_context()
+        with span("mine"):
+            pass
     got = spans_of(recorder)
     assert got["raw"].parent_span_id == got["handler"].span_id
     assert got["mine"].parent_span_id == got["raw"].span_id

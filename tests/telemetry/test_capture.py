@@ -8,10 +8,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-
 from monarch.telemetry import (
-    LogRecord,
     LoggingCapture,
+    LogRecord,
     Recorder,
     StreamTee,
     install_capture,

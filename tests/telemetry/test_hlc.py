@@ -4,7 +4,6 @@ import threading
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from monarch.telemetry import HybridClock, hlc_counter, hlc_wall_ns, now, observe
 from monarch.telemetry._hlc import COUNTER_BITS
 

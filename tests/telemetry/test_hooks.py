@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from conftest import drain
-
 from monarch.telemetry import (
     MetricPoint,
     Recorder,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import monarch.telemetry as telemetry
+from monarch import telemetry
 
 PACKAGE = Path(telemetry.__file__).parent
 

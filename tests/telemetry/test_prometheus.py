@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from monarch.telemetry import MetricPoint, Store, serve_metrics
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def test_metrics_endpoint_serves_the_store() -> None:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 
 from conftest import drain
-
 from monarch.telemetry import (
     BATCH_VERSION,
     Recorder,
@@ -12,8 +11,8 @@ from monarch.telemetry import (
     encode_batch,
     record_failure,
     record_transfer,
-    set_actor_tags,
     reset_actor_tags,
+    set_actor_tags,
     start_span,
 )
 from monarch.telemetry._capture import StreamTee

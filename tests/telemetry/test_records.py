@@ -3,7 +3,6 @@ from __future__ import annotations
 import msgpack
 from hypothesis import given
 from hypothesis import strategies as st
-
 from monarch.telemetry import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
 
 TEXT = st.text(max_size=20)

@@ -4,7 +4,6 @@ import asyncio
 import threading
 
 from conftest import drain
-
 from monarch.telemetry import (
     Recorder,
     SpanRecord,
