@@ -213,7 +213,10 @@ def _classes() -> Any:
                 span.set_attributes({k: v for k, v in tags.items() if _is_attr(v)})
 
         def on_end(self, span: Any) -> None:
-            _record_span(span)
+            try:
+                _record_span(span)
+            except Exception:  # ending a user span must never raise into user code
+                process_recorder().count_dropped("span")
 
     class Reader(MetricReader):
         def __init__(self) -> None:

@@ -67,7 +67,7 @@ class Recorder:
         if len(self._spans) < self._max_spans:
             self._spans.append(fields)
         else:
-            self._drop("span")
+            self.count_dropped("span")
 
     def add_log(self, fields: tuple[Any, ...]) -> None:
         """Buffers a log line: (hlc, wall_ns, stream, level, text, tags, trace context or None).
@@ -77,7 +77,7 @@ class Recorder:
         if len(self._logs) < self._max_logs:
             self._logs.append(fields)
         else:
-            self._drop("log")
+            self.count_dropped("log")
 
     def add_transfer(self, record: TransferRecord) -> None:
         """Buffers a transfer record."""
@@ -138,9 +138,10 @@ class Recorder:
         if len(queue) < self._caps[kind]:
             queue.append(record)
         else:
-            self._drop(kind)
+            self.count_dropped(kind)
 
-    def _drop(self, kind: str) -> None:
+    def count_dropped(self, kind: str) -> None:
+        """Counts one record of ``kind`` lost (a full buffer, or a failure while recording)."""
         with self._drop_lock:
             self._dropped[kind] = self._dropped.get(kind, 0) + 1
         self.metrics.inc(("telemetry_dropped", kind))
@@ -152,7 +153,7 @@ class Recorder:
             try:
                 points.extend(collect())
             except Exception:  # a broken user metric must not stop shipping
-                self._drop("metric")
+                self.count_dropped("metric")
         return points
 
 

@@ -220,7 +220,7 @@ class Store:
             kind = record.KIND
             self._ingested[kind] += 1
             getattr(self, "_add_" + kind)(record, pid)
-        for subscription in self._subscriptions:
+        for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
             wanted = [r for r in records if r.KIND in subscription.kinds]
             if wanted:
                 subscription.offer(wanted)

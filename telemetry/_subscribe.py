@@ -45,7 +45,10 @@ class Subscription:
             self._dropped += max(len(records) - max(room, 0), 0)
             self._ready.notify_all()
         if self._notify is not None:
-            self._notify()
+            try:
+                self._notify()
+            except Exception:  # a broken consumer callback must not fail the ingest
+                self.close()
 
     def poll(self, max_items: int = 10_000) -> list[Any]:
         """Returns up to ``max_items`` queued records (maybe none, never waits), oldest first."""

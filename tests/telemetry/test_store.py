@@ -190,3 +190,16 @@ def test_topology_snapshot() -> None:
     assert store.topology() is None
     store.set_topology({"hosts": ["h"]})
     assert store.topology() == {"hosts": ["h"]}
+
+
+def test_subscriber_whose_callback_raises_is_closed_not_the_store() -> None:
+    store = Store()
+
+    def broken() -> None:
+        raise RuntimeError("consumer bug")
+
+    bad = store.subscribe(["log"], notify=broken)
+    good = store.subscribe(["log"])
+    store.add(log(1, "x"))
+    assert bad.closed and [r.text for r in good.poll()] == ["x"]
+    assert store.statistics().subscribers == 1
