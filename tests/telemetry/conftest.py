@@ -24,10 +24,3 @@ def no_trace_context() -> Iterator[None]:
     token = set_trace_context(None)
     yield
     reset_trace_context(token)
-
-
-def drain(recorder: Recorder) -> list:
-    """Drains everything; asserts there was something."""
-    wire = recorder.drain(10**6)
-    assert wire is not None
-    return wire

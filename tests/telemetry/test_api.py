@@ -4,7 +4,6 @@ import asyncio
 import inspect
 
 import pytest
-from conftest import drain
 from monarch.telemetry import (
     MetricPoint,
     Recorder,
@@ -20,6 +19,13 @@ from monarch.telemetry import (
     traced,
 )
 from monarch.telemetry._otel import bridge
+
+
+def drain(recorder: Recorder) -> list:
+    """Drains everything the recorder holds; asserts there was something."""
+    wire = recorder.drain(10**6)
+    assert wire is not None
+    return wire
 
 PARENT = (b"\x11" * 16, b"\x22" * 8)
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from conftest import drain
 from monarch.telemetry import (
     MetricPoint,
     Recorder,
@@ -11,6 +10,13 @@ from monarch.telemetry import (
     set_queue_depth,
 )
 from monarch.telemetry._metrics import LATENCY_BOUNDS
+
+
+def drain(recorder: Recorder) -> list:
+    """Drains everything the recorder holds; asserts there was something."""
+    wire = recorder.drain(10**6)
+    assert wire is not None
+    return wire
 
 
 def points(recorder: Recorder) -> dict[tuple, MetricPoint]:

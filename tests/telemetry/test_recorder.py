@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 
-from conftest import drain
 from monarch.telemetry import (
     BATCH_VERSION,
     Recorder,
@@ -16,6 +15,13 @@ from monarch.telemetry import (
     start_span,
 )
 from monarch.telemetry._capture import StreamTee
+
+
+def drain(recorder: Recorder) -> list:
+    """Drains everything the recorder holds; asserts there was something."""
+    wire = recorder.drain(10**6)
+    assert wire is not None
+    return wire
 
 
 def test_drain_of_an_idle_recorder_is_none(recorder: Recorder) -> None:

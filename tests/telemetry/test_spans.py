@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from conftest import drain
 from monarch.telemetry import (
     Recorder,
     SpanRecord,
@@ -11,6 +10,13 @@ from monarch.telemetry import (
     decode_batch,
     start_span,
 )
+
+
+def drain(recorder: Recorder) -> list:
+    """Drains everything the recorder holds; asserts there was something."""
+    wire = recorder.drain(10**6)
+    assert wire is not None
+    return wire
 
 
 def spans_of(recorder: Recorder) -> dict[str, SpanRecord]:
