@@ -101,7 +101,7 @@ def bridge() -> Bridge:
     return _bridge
 
 
-def install_otel(set_global: bool = True) -> Bridge:
+def install_otel(set_global: bool = True) -> None:
     """Builds the bridge now and (by default) makes its providers OpenTelemetry's global ones.
 
     The runtime calls it when a proc starts, so spans from ``opentelemetry.trace.get_tracer()``
@@ -110,7 +110,6 @@ def install_otel(set_global: bool = True) -> Bridge:
     built = bridge()
     if set_global:
         built.set_global()
-    return built
 
 
 def _ids_of(span: Any) -> TraceContext | None:
