@@ -1,1 +1,117 @@
-"""Telemetry: records, clock, store and exporters. Imports nothing of monarch."""
+"""Telemetry: records, clock, recorder, user API, store and exporters.
+
+Imports nothing of ``monarch``; importing it starts no thread, opens no socket and reads no
+environment variable (OpenTelemetry, msgpack, protobuf and prometheus_client are imported on
+first use, since importing them reads the environment).
+
+In every process (the runtime's side): `configure`, `start_span` / `current_trace_context` /
+`set_actor_tags` around each handler, `now` / `observe` for the clock, the metric hooks,
+`install_capture`, and `process_recorder().drain()` to ship a batch. In the controller: a
+`Store` that ingests the batches, `fold` for the log view, and the exporters (`OtlpExporter`,
+`serve_metrics`, `write_chrome_trace`). For users: `span`, `traced`, `get_meter`.
+"""
+
+from ._aggregate import Rate, TransferSummary
+from ._api import Span, get_meter, get_tracer, span, traced
+from ._batch import BATCH_VERSION, Batch, BatchError, decode_batch, encode_batch
+from ._capture import Capture, LoggingCapture, StreamTee, install_capture
+from ._context import (
+    TraceContext,
+    current_actor_tags,
+    current_trace_context,
+    reset_actor_tags,
+    reset_trace_context,
+    set_actor_tags,
+    set_trace_context,
+)
+from ._fold import FoldedLine, compress_ranks, fold
+from ._hlc import HybridClock, hlc_counter, hlc_wall_ns, now, observe
+from ._hooks import (
+    count_bytes,
+    count_failure,
+    count_message,
+    observe_handler_latency,
+    record_failure,
+    record_transfer,
+    set_queue_depth,
+)
+from ._otel import install_otel
+from ._otlp import ExporterStatistics, OtlpConfig, OtlpExporter
+from ._perfetto import chrome_trace, write_chrome_trace
+from ._prometheus import MetricsServer, StoreCollector, serve_metrics
+from ._recorder import (
+    Recorder,
+    RecorderStatistics,
+    configure,
+    process_recorder,
+    set_process_recorder,
+)
+from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
+from ._spans import SpanHandle, start_span
+from ._store import Store, StoreStatistics
+from ._subscribe import Subscription
+
+__all__ = [
+    "BATCH_VERSION",
+    "Batch",
+    "BatchError",
+    "Capture",
+    "ExporterStatistics",
+    "FailureRecord",
+    "FoldedLine",
+    "HybridClock",
+    "LogRecord",
+    "LoggingCapture",
+    "MetricPoint",
+    "MetricsServer",
+    "OtlpConfig",
+    "OtlpExporter",
+    "Rate",
+    "Recorder",
+    "RecorderStatistics",
+    "Span",
+    "SpanHandle",
+    "SpanRecord",
+    "Store",
+    "StoreCollector",
+    "StoreStatistics",
+    "StreamTee",
+    "Subscription",
+    "TraceContext",
+    "TransferRecord",
+    "TransferSummary",
+    "chrome_trace",
+    "compress_ranks",
+    "configure",
+    "count_bytes",
+    "count_failure",
+    "count_message",
+    "current_actor_tags",
+    "current_trace_context",
+    "decode_batch",
+    "encode_batch",
+    "fold",
+    "get_meter",
+    "get_tracer",
+    "hlc_counter",
+    "hlc_wall_ns",
+    "install_capture",
+    "install_otel",
+    "now",
+    "observe",
+    "observe_handler_latency",
+    "process_recorder",
+    "record_failure",
+    "record_transfer",
+    "reset_actor_tags",
+    "reset_trace_context",
+    "serve_metrics",
+    "set_actor_tags",
+    "set_process_recorder",
+    "set_queue_depth",
+    "set_trace_context",
+    "span",
+    "start_span",
+    "traced",
+    "write_chrome_trace",
+]

@@ -1,0 +1,98 @@
+"""A drained batch: what one process ships to the controller in a ``Telemetry`` message.
+
+Wire form (a msgpack-friendly list)::
+
+    [1,                 # BATCH_VERSION
+     resource,          # {"host": str, "proc": str, "pid": int, "job": str, ...}
+     spans,             # [SpanRecord.to_wire(), ...]
+     logs,              # [LogRecord.to_wire(), ...]   (tags already include the resource)
+     metrics,           # [MetricPoint.to_wire(), ...]
+     transfers,         # [TransferRecord.to_wire(), ...]
+     failures]          # [FailureRecord.to_wire(), ...]
+
+`encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
+either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
+
+BATCH_VERSION = 1
+_KINDS = (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)
+
+
+class BatchError(ValueError):
+    """Raised by `decode_batch` for data that is not a batch at all (wrong version or shape).
+
+    The controller drops such a message and counts it; nothing is retried.
+    """
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Batch:
+    """A decoded batch. ``invalid`` counts entries that could not be decoded and were skipped."""
+
+    resource: dict[str, Any]
+    spans: list[SpanRecord]
+    logs: list[LogRecord]
+    metrics: list[MetricPoint]
+    transfers: list[TransferRecord]
+    failures: list[FailureRecord]
+    invalid: int = 0
+
+    def records(self) -> list[Any]:
+        """Returns every record of the batch, spans first."""
+        return [*self.spans, *self.logs, *self.metrics, *self.transfers, *self.failures]
+
+
+def encode_batch(wire: list[Any]) -> bytes:
+    """Encodes a batch's wire list as msgpack bytes."""
+    import msgpack  # lazily: importing msgpack reads the environment
+
+    return msgpack.packb(wire, use_bin_type=True)
+
+
+def decode_batch(data: bytes | list[Any]) -> Batch:
+    """Decodes msgpack bytes or a wire list into a `Batch`.
+
+    Raises:
+        BatchError: ``data`` is not a batch of a version this code reads.
+    """
+    wire = _unpack(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+    if not isinstance(wire, (list, tuple)) or len(wire) < 7 or wire[0] != BATCH_VERSION:
+        raise BatchError(f"not a telemetry batch of version {BATCH_VERSION}")
+    if not isinstance(wire[1], dict):
+        raise BatchError("batch resource is not a map")
+    invalid = 0
+    columns: list[list[Any]] = []
+    for cls, entries in zip(_KINDS, wire[2:7]):
+        records, bad = _decode_all(cls, entries)
+        columns.append(records)
+        invalid += bad
+    spans, logs, metrics, transfers, failures = columns
+    return Batch(dict(wire[1]), spans, logs, metrics, transfers, failures, invalid)
+
+
+def _unpack(data: bytes | bytearray | memoryview) -> Any:
+    import msgpack
+
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise BatchError(f"undecodable telemetry batch: {exc}") from None
+
+
+def _decode_all(cls: Any, entries: Any) -> tuple[list[Any], int]:
+    if not isinstance(entries, (list, tuple)):
+        return [], 1
+    records, bad = [], 0
+    for entry in entries:
+        try:
+            records.append(cls.from_wire(entry))
+        except Exception:  # a malformed entry must not poison the rest of the batch
+            bad += 1
+    return records, bad

@@ -1,0 +1,224 @@
+"""Log capture in a process: a stdout/stderr tee and a `logging` handler, both tagging records.
+
+The tee passes every write through unchanged, then records complete lines (one partial-line
+buffer per thread, so two threads printing at once do not splice each other's lines). A line a
+`logging` handler writes for a record our handler also captures is recorded once, as the
+``log`` record, not again as a stream line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from . import _context
+from ._hlc import process_clock
+from ._recorder import Recorder, process_recorder
+
+MAX_PARTIAL = 65536  # a "line" longer than this is recorded in pieces
+_time_ns = time.time_ns
+_get_ident = threading.get_ident
+_trace_var = _context._trace
+_tags_var = _context._tags
+_clock_now = process_clock().now
+_STREAM_LEVELS = {"stdout": logging.INFO, "stderr": logging.WARNING}
+
+
+def _record(recorder: Recorder | None, stream: str, level: int, text: str, tags: dict[str, Any],
+            wall_ns: int) -> None:
+    (recorder or process_recorder()).add_log((
+        _clock_now(), wall_ns, stream, level, text, tags, _trace_var.get()))
+
+
+class StreamTee:
+    """Wraps a text stream: writes go through unchanged and complete lines are recorded.
+
+    Everything but `write`, `writelines` and `flush` is the wrapped stream's (``encoding``,
+    ``isatty()``, ``fileno()``, ``buffer``, ...). Recording never raises into the writer.
+    """
+
+    def __init__(self, stream: TextIO, name: str, recorder: Recorder | None = None,
+                 skip_logging: LoggingCapture | None = None) -> None:
+        self._stream = stream
+        self._name = name
+        self._level = _STREAM_LEVELS.get(name, logging.INFO)
+        self._recorder = recorder
+        self._skip_logging = skip_logging
+        self._partial: dict[int, str] = {}  # thread id -> text after its last newline
+
+    @property
+    def wrapped(self) -> TextIO:
+        """The stream this tee writes to."""
+        return self._stream
+
+    def write(self, text: str) -> int:
+        """Writes ``text`` to the wrapped stream, then records the lines it completes."""
+        written = self._stream.write(text)
+        try:
+            skip = self._skip_logging
+            if skip is None or sys._getframe(1).f_globals.get("__name__") != "logging" or (
+                    not skip.wrote_this(sys._getframe(1))):
+                self._capture(text)
+        except Exception:  # telemetry must never break print()
+            pass
+        return written
+
+    def writelines(self, lines: Any) -> None:
+        """Writes each string of ``lines``."""
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        """Flushes the wrapped stream and records this thread's pending partial line.
+
+        A line being redrawn in place (a progress bar: it contains ``\r``) stays pending until
+        its newline, so each redraw is not recorded as a line of its own.
+        """
+        self._stream.flush()
+        tid = _get_ident()
+        partial = self._partial.get(tid)
+        if partial and "\r" not in partial:
+            del self._partial[tid]
+            self._emit(partial)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def _capture(self, text: str) -> None:
+        tid = _get_ident()
+        previous = self._partial.pop(tid, None)
+        if previous:
+            text = previous + text
+        newline = text.find("\n")
+        if newline < 0:
+            if text:
+                self._buffer(tid, text)
+        elif newline == len(text) - 1:  # the common case: one complete line
+            self._emit(text[:-1])
+        else:
+            lines = text.split("\n")
+            rest = lines.pop()
+            for line in lines:
+                self._emit(line)
+            if rest:
+                self._buffer(tid, rest)
+
+    def _buffer(self, tid: int, text: str) -> None:
+        if "\r" in text:  # only the last redraw stays visible; keep a \r to mark it a redraw
+            text = "\r" + _visible(text)
+        while len(text) > MAX_PARTIAL:
+            self._emit(text[:MAX_PARTIAL])
+            text = text[MAX_PARTIAL:]
+        self._partial[tid] = text
+
+    def _emit(self, line: str) -> None:
+        if "\r" in line:
+            line = _visible(line)
+        (self._recorder or process_recorder()).add_log((
+            _clock_now(), _time_ns(), self._name, self._level, line, _tags_var.get(),
+            _trace_var.get()))
+
+
+def _visible(text: str) -> str:
+    """What a terminal shows of ``text`` after its carriage returns."""
+    return text.rstrip("\r").rsplit("\r", 1)[-1]
+
+
+class LoggingCapture(logging.Handler):
+    """A `logging.Handler` that records each record as a ``log`` LogRecord.
+
+    Tags: the current actor tags plus ``logger``. The text is the message, then the formatted
+    exception and stack if any.
+    """
+
+    def __init__(self, recorder: Recorder | None = None, level: int = logging.NOTSET) -> None:
+        super().__init__(level)
+        self._recorder = recorder
+        self._formatter = logging.Formatter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Records ``record``; never raises."""
+        try:
+            tags = {**_context._tags.get(), "logger": record.name}
+            _record(self._recorder, "log", record.levelno, self._text(record), tags,
+                    int(record.created * 1e9))
+        except Exception:  # telemetry must never break logging
+            pass
+
+    def wrote_this(self, frame: Any) -> bool:
+        """True if ``frame`` (in module `logging`) writes a record this handler also records."""
+        record = frame.f_locals.get("record")
+        return isinstance(record, logging.LogRecord) and self._reaches_me(record)
+
+    def _reaches_me(self, record: logging.LogRecord) -> bool:
+        if record.levelno < self.level:
+            return False
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if self in logger.handlers:
+                return True
+            if not logger.propagate:
+                return False
+            logger = logger.parent
+        return False
+
+    def _text(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + self._formatter.formatException(record.exc_info)
+        if record.stack_info:
+            text += "\n" + self._formatter.formatStack(record.stack_info)
+        return text
+
+
+@dataclasses.dataclass
+class Capture:
+    """What `install_capture` installed; `uninstall` puts things back."""
+
+    stdout: StreamTee | None
+    stderr: StreamTee | None
+    handler: LoggingCapture | None
+
+    def uninstall(self) -> None:
+        """Restores sys.stdout/sys.stderr (if still ours) and removes the logging handler."""
+        for tee, attr in ((self.stdout, "stdout"), (self.stderr, "stderr")):
+            if tee is not None and getattr(sys, attr) is tee:
+                tee.flush()
+                setattr(sys, attr, tee.wrapped)
+        if self.handler is not None:
+            logging.getLogger().removeHandler(self.handler)
+
+
+def install_capture(recorder: Recorder | None = None, *, streams: bool = True,
+                    logging_level: int | None = logging.NOTSET) -> Capture:
+    """Starts capturing this process's stdout/stderr lines and `logging` records.
+
+    Args:
+        recorder: where records go; defaults to the process recorder.
+        streams: wrap sys.stdout and sys.stderr in a `StreamTee` (not twice).
+        logging_level: level of the handler added to the root logger (None: no handler).
+            The root logger's own level still filters records, as usual.
+
+    Returns:
+        A `Capture`; call ``uninstall()`` to undo.
+    """
+    handler = None
+    if logging_level is not None:
+        handler = LoggingCapture(recorder, logging_level)
+        logging.getLogger().addHandler(handler)
+    return Capture(_tee("stdout", recorder, handler) if streams else None,
+                   _tee("stderr", recorder, handler) if streams else None, handler)
+
+
+def _tee(name: str, recorder: Recorder | None, handler: LoggingCapture | None
+         ) -> StreamTee | None:
+    stream = getattr(sys, name)
+    if stream is None or isinstance(stream, StreamTee):
+        return None
+    tee = StreamTee(stream, name, recorder, handler)
+    setattr(sys, name, tee)
+    return tee

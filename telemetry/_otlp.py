@@ -1,0 +1,213 @@
+"""OTLP/HTTP (protobuf) export of the store's spans and logs, configured by ``OTEL_*`` variables.
+
+`OtlpConfig.from_env` reads the standard variables when the exporter starts (never at import):
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (default ``http://localhost:4318``; ``/v1/traces`` and
+``/v1/logs`` are appended), ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and
+``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` (used as given), ``OTEL_EXPORTER_OTLP_HEADERS`` (plus the
+``_TRACES_``/``_LOGS_`` variants), ``OTEL_EXPORTER_OTLP_TIMEOUT`` (ms), ``OTEL_EXPORTER_OTLP_
+COMPRESSION`` (``gzip``/``none``), ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES`` and
+``OTEL_SDK_DISABLED``. A failed POST is counted and its batch dropped; nothing is raised into the job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._otlp_encode import encode_logs, encode_spans
+from ._records import LogRecord, SpanRecord
+
+if TYPE_CHECKING:
+    from ._store import Store
+    from ._subscribe import Subscription
+
+DEFAULT_ENDPOINT = "http://localhost:4318"
+
+
+def parse_pairs(text: str) -> dict[str, str]:
+    """Parses ``k1=v1,k2=v2`` (values percent-decoded), as OTEL_*_HEADERS/ATTRIBUTES use it."""
+    pairs = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            pairs[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(value.strip())
+    return pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class OtlpConfig:
+    """Where and how to send; see `from_env` for the variables."""
+
+    traces_endpoint: str = DEFAULT_ENDPOINT + "/v1/traces"
+    logs_endpoint: str = DEFAULT_ENDPOINT + "/v1/logs"
+    traces_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    logs_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    timeout_s: float = 10.0
+    gzip: bool = False
+    service_name: str = "monarch"
+    resource_attributes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    enabled: bool = True
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OtlpConfig:
+        """Builds the config from ``environ`` (default: ``os.environ``, read now)."""
+        env = os.environ if environ is None else environ
+        base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
+        headers = parse_pairs(env.get("OTEL_EXPORTER_OTLP_HEADERS", ""))
+        attributes = parse_pairs(env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+        service = env.get("OTEL_SERVICE_NAME") or attributes.get("service.name") or "monarch"
+        return cls(
+            traces_endpoint=env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or base + "/v1/traces",
+            logs_endpoint=env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") or base + "/v1/logs",
+            traces_headers={**headers,
+                            **parse_pairs(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS", ""))},
+            logs_headers={**headers, **parse_pairs(env.get("OTEL_EXPORTER_OTLP_LOGS_HEADERS", ""))},
+            timeout_s=float(env.get("OTEL_EXPORTER_OTLP_TIMEOUT", "10000")) / 1000.0,
+            gzip=env.get("OTEL_EXPORTER_OTLP_COMPRESSION", "none").strip().lower() == "gzip",
+            service_name=service,
+            resource_attributes={k: v for k, v in attributes.items() if k != "service.name"},
+            enabled=env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true",
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExporterStatistics:
+    """A snapshot of an exporter's counters."""
+
+    spans_sent: int
+    logs_sent: int
+    posts_failed: int
+    records_failed: int
+    records_dropped: int
+    last_error: str | None
+
+
+class OtlpExporter:
+    """Sends the store's new spans and logs to an OTLP/HTTP endpoint from a background thread.
+
+    Args:
+        store: the store to follow.
+        config: where to send; None reads the ``OTEL_*`` variables at `start`.
+        max_batch: records per POST.
+        interval_s: longest wait before a partial batch is sent.
+        queue_size: records buffered for export before new ones are dropped (and counted).
+    """
+
+    def __init__(self, store: Store, config: OtlpConfig | None = None, *, max_batch: int = 512,
+                 interval_s: float = 1.0, queue_size: int = 50_000) -> None:
+        self._store = store
+        self.config = config
+        self._max_batch, self._interval_s, self._queue_size = max_batch, interval_s, queue_size
+        self._subscription: Subscription | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._counts = {"spans": 0, "logs": 0, "posts_failed": 0, "records_failed": 0}
+        self._last_error: str | None = None
+
+    def start(self) -> OtlpExporter:
+        """Reads the config (if none given), subscribes to the store and starts the thread."""
+        if self.config is None:
+            self.config = OtlpConfig.from_env()
+        if self._thread is None and self.config.enabled:
+            self._subscription = self._store.subscribe(("span", "log"), self._queue_size)
+            self._thread = threading.Thread(target=self._run, name="monarch-otlp", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Sends what is queued, then stops the thread."""
+        self._stopping.set()
+        if self._subscription is not None:
+            self._subscription.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._thread = None
+
+    def export_spans(self, spans: list[SpanRecord]) -> bool:
+        """POSTs ``spans`` now; returns whether the endpoint accepted them."""
+        config = self._config()
+        body = encode_spans(spans, self._store.resources(), config.service_name,
+                            config.resource_attributes)
+        ok = self._post(config.traces_endpoint, body, config.traces_headers, len(spans))
+        self._counts["spans"] += len(spans) if ok else 0
+        return ok
+
+    def export_logs(self, logs: list[LogRecord]) -> bool:
+        """POSTs ``logs`` now; returns whether the endpoint accepted them."""
+        config = self._config()
+        body = encode_logs(logs, self._store.resources(), config.service_name,
+                           config.resource_attributes)
+        ok = self._post(config.logs_endpoint, body, config.logs_headers, len(logs))
+        self._counts["logs"] += len(logs) if ok else 0
+        return ok
+
+    def statistics(self) -> ExporterStatistics:
+        """Returns a snapshot of the counters."""
+        dropped = self._subscription.dropped if self._subscription is not None else 0
+        c = self._counts
+        return ExporterStatistics(c["spans"], c["logs"], c["posts_failed"], c["records_failed"],
+                                  dropped, self._last_error)
+
+    def _config(self) -> OtlpConfig:
+        if self.config is None:
+            self.config = OtlpConfig.from_env()
+        return self.config
+
+    def _run(self) -> None:
+        subscription = self._subscription
+        assert subscription is not None
+        while True:
+            records = self._gather(subscription)
+            if records:
+                self._send(records)
+            elif self._stopping.is_set() or subscription.closed:
+                return
+
+    def _gather(self, subscription: Subscription) -> list[Any]:
+        deadline = time.monotonic() + self._interval_s
+        records: list[Any] = []
+        while (len(records) < self._max_batch and not self._stopping.is_set()
+               and not subscription.closed):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            records += subscription.wait(left, self._max_batch - len(records))
+        return records + subscription.poll(max(self._max_batch - len(records), 0))
+
+    def _send(self, records: list[Any]) -> None:
+        spans = [r for r in records if isinstance(r, SpanRecord)]
+        logs = [r for r in records if isinstance(r, LogRecord)]
+        try:
+            if spans:
+                self.export_spans(spans)
+            if logs:
+                self.export_logs(logs)
+        except Exception as exc:  # an encoding bug must not kill the thread
+            self._fail(len(records), exc)
+
+    def _post(self, url: str, body: bytes, headers: Mapping[str, str], n: int) -> bool:
+        config = self._config()
+        all_headers = {"Content-Type": "application/x-protobuf", **headers}
+        if config.gzip:
+            body = gzip.compress(body)
+            all_headers["Content-Encoding"] = "gzip"
+        request = urllib.request.Request(url, body, all_headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=config.timeout_s) as response:
+                response.read()
+            return True
+        except Exception as exc:  # URLError, HTTPError, timeouts, refused connections...
+            self._fail(n, exc)
+            return False
+
+    def _fail(self, n: int, exc: Exception) -> None:
+        self._counts["posts_failed"] += 1
+        self._counts["records_failed"] += n
+        self._last_error = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,210 @@
+"""The per-process recorder: bounded buffers the hot paths append to and a shipper drains.
+
+Appending never blocks: a full buffer drops the new record and counts the drop (the count is
+shipped as the ``telemetry_dropped`` metric). Spans and log lines are buffered as tuples in wire
+field order and only become lists at `Recorder.drain`, which runs on the shipping thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ._batch import BATCH_VERSION, encode_batch
+from ._metrics import MetricsTable
+from ._records import FailureRecord, MetricPoint, TransferRecord
+
+KINDS = ("span", "log", "transfer", "failure")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecorderStatistics:
+    """A snapshot of a recorder: records waiting to be drained and records dropped, per kind."""
+
+    pending: dict[str, int]
+    dropped: dict[str, int]
+
+
+class Recorder:
+    """Bounded telemetry buffers of one process.
+
+    Args:
+        max_spans: spans buffered before new ones are dropped.
+        max_logs: log lines/records buffered before new ones are dropped.
+        max_transfers: transfer records buffered before new ones are dropped.
+        max_failures: failure records buffered before new ones are dropped.
+    """
+
+    def __init__(self, *, max_spans: int = 16384, max_logs: int = 16384,
+                 max_transfers: int = 4096, max_failures: int = 1024) -> None:
+        self._caps = {"span": max_spans, "log": max_logs, "transfer": max_transfers,
+                      "failure": max_failures}
+        self._queues: dict[str, deque[Any]] = {kind: deque() for kind in KINDS}
+        self._spans = self._queues["span"]
+        self._logs = self._queues["log"]
+        self._max_spans, self._max_logs = max_spans, max_logs
+        self._drop_lock = threading.Lock()
+        self._dropped = dict.fromkeys(KINDS, 0)  # guarded by _drop_lock
+        self._collectors: list[Callable[[], list[MetricPoint]]] = []
+        self.metrics = MetricsTable()
+        self.resource: dict[str, Any] = {"pid": os.getpid()}
+
+    def configure(self, resource: dict[str, Any]) -> None:
+        """Sets the resource tags (host, proc, pid, job, ...) added to everything shipped."""
+        self.resource = {"pid": os.getpid(), **resource}
+
+    @property
+    def source(self) -> str:
+        """This process's name in records: the ``proc`` tag, else ``pid-<pid>``."""
+        return str(self.resource.get("proc") or f"pid-{self.resource.get('pid')}")
+
+    def add_span(self, fields: tuple[Any, ...]) -> None:
+        """Buffers a finished span given as the first 8 `SpanRecord` fields."""
+        if len(self._spans) < self._max_spans:
+            self._spans.append(fields)
+        else:
+            self.count_dropped("span")
+
+    def add_log(self, fields: tuple[Any, ...]) -> None:
+        """Buffers a log line: (hlc, wall_ns, stream, level, text, tags, trace context or None).
+
+        The tags exclude the resource, which `drain` adds.
+        """
+        if len(self._logs) < self._max_logs:
+            self._logs.append(fields)
+        else:
+            self.count_dropped("log")
+
+    def add_transfer(self, record: TransferRecord) -> None:
+        """Buffers a transfer record."""
+        self._add("transfer", record)
+
+    def add_failure(self, record: FailureRecord) -> None:
+        """Buffers a failure record."""
+        self._add("failure", record)
+
+    def add_collector(self, collect: Callable[[], list[MetricPoint]]) -> None:
+        """Registers a function whose metric points are added to every drained batch."""
+        self._collectors.append(collect)
+
+    def dropped(self) -> dict[str, int]:
+        """Returns how many records of each kind were dropped since the process started."""
+        return dict(self._dropped)
+
+    def statistics(self) -> RecorderStatistics:
+        """Returns a snapshot: records waiting per kind and records dropped per kind."""
+        return RecorderStatistics({k: len(q) for k, q in self._queues.items()}, self.dropped())
+
+    def pending(self) -> int:
+        """Returns how many records wait to be drained."""
+        return sum(len(q) for q in self._queues.values())
+
+    def drain(self, max_items: int = 4096) -> list[Any] | None:
+        """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
+
+        Metric points (changed series, plus the drop counters) ride along. Returns None when
+        there is nothing to ship. See `monarch.telemetry._batch` for the format.
+        """
+        source, resource = self.source, self.resource
+        spans = [[*f, source] for f in _take(self._spans, max_items)]
+        logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
+        transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
+        failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
+        metrics = [p.to_wire() for p in self._collect_metrics(source)]
+        if not (spans or logs or transfers or failures or metrics):
+            return None
+        return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures]
+
+    def drain_bytes(self, max_items: int = 4096) -> bytes | None:
+        """Like `drain`, encoded with msgpack."""
+        wire = self.drain(max_items)
+        return None if wire is None else encode_batch(wire)
+
+    def after_fork(self) -> None:
+        """Empties buffers and metrics in a forked child, which starts its own record."""
+        self._drop_lock = threading.Lock()
+        for queue in self._queues.values():
+            queue.clear()
+        self._dropped = dict.fromkeys(KINDS, 0)
+        self.metrics.reset()
+        self.resource = {**self.resource, "pid": os.getpid()}
+
+    def _add(self, kind: str, record: Any) -> None:
+        queue = self._queues[kind]
+        if len(queue) < self._caps[kind]:
+            queue.append(record)
+        else:
+            self.count_dropped(kind)
+
+    def count_dropped(self, kind: str) -> None:
+        """Counts one record of ``kind`` lost (a full buffer, or a failure while recording)."""
+        with self._drop_lock:
+            self._dropped[kind] = self._dropped.get(kind, 0) + 1
+        self.metrics.inc(("telemetry_dropped", kind))
+
+    def _collect_metrics(self, source: str) -> list[MetricPoint]:
+        points = self.metrics.collect(source)
+        collectors = [*self._collectors, *(_process_collectors if self is _process else ())]
+        for collect in collectors:
+            try:
+                points.extend(collect())
+            except Exception:  # a broken user metric must not stop shipping
+                self.count_dropped("metric")
+        return points
+
+
+def _take(queue: deque[Any], n: int) -> list[Any]:
+    out = []
+    pop = queue.popleft
+    try:
+        for _ in range(min(n, len(queue))):
+            out.append(pop())
+    except IndexError:  # another drainer got there first
+        pass
+    return out
+
+
+def _log_wire(fields: tuple[Any, ...], resource: dict[str, Any]) -> list[Any]:
+    hlc, wall, stream, level, text, tags, ctx = fields
+    trace_id, span_id = ctx if ctx is not None else (None, None)
+    return [hlc, wall, stream, level, text, {**resource, **tags}, trace_id, span_id]
+
+
+_process = Recorder()
+_process_collectors: list[Callable[[], list[MetricPoint]]] = []
+
+
+def add_process_collector(collect: Callable[[], list[MetricPoint]]) -> None:
+    """Registers metric points drained with whichever recorder is the process recorder."""
+    _process_collectors.append(collect)
+
+
+def process_recorder() -> Recorder:
+    """Returns this process's recorder."""
+    return _process
+
+
+def set_process_recorder(recorder: Recorder) -> Recorder:
+    """Replaces this process's recorder (tests, or custom limits); returns the previous one."""
+    global _process
+    previous, _process = _process, recorder
+    return previous
+
+
+def configure(resource: dict[str, Any]) -> None:
+    """Sets this process's resource tags: host, proc, pid, job, ... (see `Recorder.configure`)."""
+    _process.configure(resource)
+
+
+def _after_fork_in_child() -> None:
+    from ._hlc import process_clock
+
+    process_clock().reset_lock()
+    _process.after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

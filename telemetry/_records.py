@@ -1,0 +1,239 @@
+"""Telemetry records: plain frozen data, each with a msgpack-friendly wire form.
+
+``to_wire()`` returns a list of the fields in declaration order (tuples become lists, bytes stay
+bytes); ``from_wire(list)`` rebuilds the record. Extra trailing items are ignored, so a newer
+sender may append fields without breaking an older receiver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+Attributes = dict[str, Any]
+
+
+def _wire_of(record: Any, n: int) -> list[Any]:
+    return [getattr(record, name) for name in record.__slots__[:n]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span: an endpoint invocation, a controller-side call or a user span.
+
+    Attributes:
+        trace_id: 16 bytes shared by every span of one trace.
+        span_id: 8 bytes, unique in the trace.
+        parent_span_id: the parent's span id, or None for a root span.
+        name: what ran, e.g. ``Trainer.step``.
+        start_ns: wall-clock start, ns since the epoch.
+        end_ns: wall-clock end, ns since the epoch.
+        attributes: mesh, actor class, rank, method, bytes in/out, queue wait, ...
+        outcome: ``ok``, ``error`` or another short word saying how it ended.
+        source: the process that recorded it (its ``proc`` resource tag).
+    """
+
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Attributes = dataclasses.field(default_factory=dict)
+    outcome: str = "ok"
+    source: str = ""
+
+    KIND: ClassVar[str] = "span"
+
+    @property
+    def duration_ns(self) -> int:
+        """End minus start, in ns."""
+        return self.end_ns - self.start_ns
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 9)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> SpanRecord:
+        """Rebuilds a record from `to_wire` output."""
+        t, s, p, name, start, end, attrs, outcome, source = wire[:9]
+        return cls(bytes(t), bytes(s), None if p is None else bytes(p), name, start, end,
+                   dict(attrs), outcome, source)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One line of stdout/stderr or one `logging` record.
+
+    Attributes:
+        hlc: hybrid-logical-clock stamp taken at the source; the merged order of all logs.
+        wall_ns: wall-clock time at the source, ns since the epoch.
+        stream: ``stdout``, ``stderr`` or ``log``.
+        level: a `logging` level number (INFO for stdout, WARNING for stderr).
+        text: the line without its newline (a logging record: its formatted message).
+        tags: host, proc, pid, mesh, actor_class, rank, logger — whatever was known.
+        trace_id: the trace active when the line was written, if any.
+        span_id: the span active when the line was written, if any.
+    """
+
+    hlc: int
+    wall_ns: int
+    stream: str
+    level: int
+    text: str
+    tags: Attributes = dataclasses.field(default_factory=dict)
+    trace_id: bytes | None = None
+    span_id: bytes | None = None
+
+    KIND: ClassVar[str] = "log"
+
+    @property
+    def rank(self) -> Any:
+        """The rank tag, or None."""
+        return self.tags.get("rank")
+
+    @property
+    def mesh(self) -> Any:
+        """The mesh tag, or None."""
+        return self.tags.get("mesh")
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 8)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> LogRecord:
+        """Rebuilds a record from `to_wire` output."""
+        hlc, wall, stream, level, text, tags, t, s = (list(wire[:8]) + [None, None])[:8]
+        return cls(hlc, wall, stream, level, text, dict(tags),
+                   None if t is None else bytes(t), None if s is None else bytes(s))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """The current value of one metric series in one process.
+
+    Attributes:
+        name: metric name without the ``monarch_`` prefix, e.g. ``messages_handled``.
+        kind: ``counter`` (cumulative), ``updown`` (cumulative, may fall), ``gauge`` or
+            ``histogram``.
+        labels: the series' labels.
+        value: counter/gauge value; for a histogram the sum of observations.
+        time_ns: when it was collected.
+        source: the process that reported it.
+        count: histogram only: number of observations.
+        bounds: histogram only: upper bounds of the finite buckets.
+        buckets: histogram only: per-bucket counts, ``len(bounds) + 1`` of them (not cumulative).
+        description: help text.
+    """
+
+    name: str
+    kind: str
+    labels: dict[str, str]
+    value: float
+    time_ns: int = 0
+    source: str = ""
+    count: int = 0
+    bounds: tuple[float, ...] = ()
+    buckets: tuple[int, ...] = ()
+    description: str = ""
+
+    KIND: ClassVar[str] = "metric"
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        wire = _wire_of(self, 10)
+        wire[7], wire[8] = list(self.bounds), list(self.buckets)
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> MetricPoint:
+        """Rebuilds a record from `to_wire` output."""
+        name, kind, labels, value, t, source, count, bounds, buckets, desc = wire[:10]
+        return cls(name, kind, dict(labels), value, t, source, count, tuple(bounds),
+                   tuple(buckets), desc)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransferRecord:
+    """One finished bulk transfer on the data plane.
+
+    Attributes:
+        nbytes: bytes moved.
+        seconds: how long it took.
+        src: the process the bytes came from.
+        dst: the process the bytes went to.
+        kind: how they moved, e.g. ``shm``, ``tcp``, ``cuda-staged``.
+        time_ns: wall-clock end of the transfer.
+        mesh: the actor mesh that asked for it, if known.
+        source: the process that recorded it.
+    """
+
+    nbytes: int
+    seconds: float
+    src: str
+    dst: str
+    kind: str
+    time_ns: int = 0
+    mesh: str | None = None
+    source: str = ""
+
+    KIND: ClassVar[str] = "transfer"
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 8)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> TransferRecord:
+        """Rebuilds a record from `to_wire` output."""
+        return cls(*wire[:8])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FailureRecord:
+    """A rank that failed: its actor raised, its process died or was killed.
+
+    Attributes:
+        mesh: the actor (or proc) mesh name.
+        rank: the failed rank, or None when the whole proc failed.
+        actor_class: the actor's class name ("" for a proc failure).
+        host: the host it ran on.
+        pid: its process id, if known.
+        exit_code: the process exit code, if it exited.
+        signal: the signal that killed it, if any.
+        reason: one line saying what happened.
+        traceback: the remote traceback text, if any.
+        time_ns: when it was detected (wall clock).
+        source: the process that reported it.
+    """
+
+    mesh: str
+    rank: int | None
+    actor_class: str
+    host: str
+    pid: int | None
+    exit_code: int | None
+    signal: int | None
+    reason: str
+    traceback: str = ""
+    time_ns: int = 0
+    source: str = ""
+
+    KIND: ClassVar[str] = "failure"
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 11)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> FailureRecord:
+        """Rebuilds a record from `to_wire` output."""
+        return cls(*wire[:11])
+
+
+Record = SpanRecord | LogRecord | MetricPoint | TransferRecord | FailureRecord
+RECORD_TYPES: dict[str, Any] = {
+    cls.KIND: cls for cls in (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)
+}

@@ -1,0 +1,121 @@
+"""Lean spans: the per-invocation hot path, without the OpenTelemetry SDK.
+
+A `SpanHandle` is a handful of slots; ending it appends one tuple to the process recorder. The
+ids are random (our own generator, reseeded after fork), the parent comes from the envelope or
+the current context, and while the span is active it is the current trace context, so outgoing
+calls, user spans and log lines made inside it join its trace.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from types import TracebackType
+from typing import Any, Self
+
+from . import _context
+from ._context import TraceContext, new_span_id, new_trace_id
+from ._recorder import Recorder, process_recorder
+
+_time_ns = time.time_ns
+_trace_var = _context._trace
+
+
+class SpanHandle:
+    """An open lean span; call `end` exactly once (later calls do nothing).
+
+    Also a context manager: leaving it ends the span with outcome ``error`` if an exception
+    escaped, ``ok`` otherwise.
+    """
+
+    __slots__ = (
+        "_recorder",
+        "_token",
+        "attributes",
+        "name",
+        "parent_span_id",
+        "span_id",
+        "start_ns",
+        "trace_id",
+    )
+
+    def __init__(self, name: str, trace_id: bytes, parent_span_id: bytes | None,
+                 attributes: dict[str, Any], recorder: Recorder, activate: bool) -> None:
+        self.name = name
+        self.trace_id = trace_id
+        self.parent_span_id = parent_span_id
+        self.span_id = span_id = new_span_id()
+        self.attributes = attributes
+        self._recorder: Recorder | None = recorder
+        self._token: contextvars.Token[TraceContext | None] | None = (
+            _trace_var.set((trace_id, span_id)) if activate else None
+        )
+        self.start_ns = _time_ns()
+
+    @property
+    def context(self) -> TraceContext:
+        """(trace_id, span_id) to put in an outgoing envelope as the receiver's parent."""
+        return (self.trace_id, self.span_id)
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Adds or replaces one attribute."""
+        self.attributes[key] = value
+
+    def end(self, outcome: str = "ok", attributes: dict[str, Any] | None = None) -> None:
+        """Finishes the span and hands it to the recorder.
+
+        Args:
+            outcome: how it ended: ``ok``, ``error``, ``cancelled``, ...
+            attributes: more attributes to add (e.g. bytes out).
+        """
+        end_ns = _time_ns()
+        recorder, self._recorder = self._recorder, None
+        if recorder is None:
+            return
+        if attributes:
+            self.attributes.update(attributes)
+        recorder.add_span((self.trace_id, self.span_id, self.parent_span_id, self.name,
+                           self.start_ns, end_ns, self.attributes, outcome))
+        if self._token is not None:
+            self._deactivate(self._token)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.end("ok" if exc_type is None else "error")
+
+    def _deactivate(self, token: contextvars.Token[TraceContext | None]) -> None:
+        try:
+            _trace_var.reset(token)
+        except ValueError:  # ended in another context (thread/task): nothing to restore here
+            pass
+
+
+def start_span(name: str, parent: TraceContext | None = None,
+               attributes: dict[str, Any] | None = None, *, activate: bool = True,
+               recorder: Recorder | None = None) -> SpanHandle:
+    """Starts a lean span (≈1-2 µs for start and end together).
+
+    Args:
+        name: what runs, e.g. ``Trainer.step`` or ``call Trainer.step``.
+        parent: (trace_id, span_id) from the incoming envelope; None means the current trace
+            context of this thread/task, and a new trace if there is none.
+        attributes: the span's attributes; the handle takes ownership of the dict.
+        activate: make the span the current trace context until it ends (for the proc-side
+            invocation span). Controller-side call spans pass False: they end on another thread
+            and must not become the parent of the caller's next calls.
+        recorder: where the span goes; defaults to the process recorder.
+
+    Returns:
+        The open span; call ``end(outcome)`` on it.
+    """
+    if parent is None:
+        parent = _context.current_trace_context()
+    if parent is None:
+        trace_id, parent_span_id = new_trace_id(), None
+    else:
+        trace_id, parent_span_id = parent
+    return SpanHandle(name, trace_id, parent_span_id, {} if attributes is None else attributes,
+                      recorder or process_recorder(), activate)

@@ -1,0 +1,270 @@
+"""The controller's embedded telemetry store: bounded, queryable, subscribable.
+
+Everything every process shipped, kept in memory up to fixed limits (oldest evicted first), also
+for ranks and processes that have died. Thread-safe: the I/O thread ingests while the admin API
+and the console query and subscribe.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
+from ._batch import Batch, BatchError, decode_batch
+from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
+from ._subscribe import ALL_KINDS, Subscription
+
+_LogKey = tuple[int, str, int, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoreStatistics:
+    """A snapshot of a store's counters."""
+
+    held: dict[str, int]
+    ingested: dict[str, int]
+    evicted: dict[str, int]
+    invalid: int
+    subscribers: int
+    subscriber_drops: int
+
+
+class Store:
+    """Bounded store of spans, logs, metrics, transfers, failures, resources and topology.
+
+    Args:
+        max_spans: spans kept (oldest evicted first).
+        max_logs: log records kept (lowest HLC evicted first).
+        max_transfers: transfer records kept.
+        max_failures: failure records kept.
+        max_series: metric series (per process) kept.
+    """
+
+    def __init__(self, *, max_spans: int = 100_000, max_logs: int = 200_000,
+                 max_transfers: int = 50_000, max_failures: int = 10_000,
+                 max_series: int = 50_000) -> None:
+        self._lock = threading.RLock()
+        self._max_logs, self._max_spans, self._max_series = max_logs, max_spans, max_series
+        self._log_keys: list[_LogKey] = []  # sorted; parallel to _logs
+        self._logs: list[LogRecord] = []
+        self._spans: deque[SpanRecord] = deque()
+        self._by_trace: dict[bytes, list[SpanRecord]] = {}
+        self._metrics: dict[tuple[Any, ...], MetricPoint] = {}
+        self._transfers: deque[TransferRecord] = deque(maxlen=max_transfers)
+        self._failures: deque[FailureRecord] = deque(maxlen=max_failures)
+        self._resources: dict[str, dict[str, Any]] = {}
+        self._topology: Any = None
+        self._subscriptions: list[Subscription] = []
+        self._seq = itertools.count()  # ingest order: the last tie-breaker of the log order
+        self._ingested = dict.fromkeys(sorted(ALL_KINDS), 0)
+        self._evicted = dict.fromkeys(sorted(ALL_KINDS), 0)
+        self._invalid = 0
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def ingest(self, batch: bytes | list[Any] | Batch) -> Batch | None:
+        """Adds a drained batch (bytes, wire list or decoded). Returns it decoded, or None when
+        it was not a batch (counted in `statistics`, never raised)."""
+        try:
+            decoded = batch if isinstance(batch, Batch) else decode_batch(batch)
+        except BatchError:
+            with self._lock:
+                self._invalid += 1
+            return None
+        with self._lock:
+            self._invalid += decoded.invalid
+            source = str(decoded.resource.get("proc") or f"pid-{decoded.resource.get('pid')}")
+            self._resources[source] = decoded.resource
+            self._add_all(decoded.records(), decoded.resource.get("pid"))
+        return decoded
+
+    def add(self, record: Record) -> None:
+        """Adds one record made in the controller (a failure it detected, its own logs...)."""
+        self.add_many([record])
+
+    def add_many(self, records: Iterable[Record]) -> None:
+        """Adds records made in the controller."""
+        with self._lock:
+            self._add_all(list(records), None)
+
+    def set_resource(self, source: str, resource: dict[str, Any]) -> None:
+        """Records the resource tags (host, pid, ...) of a process."""
+        with self._lock:
+            self._resources[source] = dict(resource)
+
+    def set_topology(self, topology: Any) -> None:
+        """Replaces the topology snapshot (hosts → procs → meshes → actors), owned by the caller."""
+        with self._lock:
+            self._topology = topology
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def logs(self, mesh: str | None = None, rank: Any = None, since_hlc: int | None = None,
+             text: str | None = None, stream: str | None = None,
+             limit: int = 1000) -> list[LogRecord]:
+        """Returns log records in HLC order (ties: process, pid, arrival).
+
+        Args:
+            mesh: only records tagged with this mesh.
+            rank: only records tagged with this rank.
+            since_hlc: only records stamped after this; then the *first* ``limit`` are returned
+                (follow / page forward). Without it, the *last* ``limit`` are.
+            text: only records whose text contains this substring.
+            stream: only ``stdout``, ``stderr`` or ``log`` records.
+            limit: at most this many records.
+        """
+        def keep(r: LogRecord) -> bool:
+            tags = r.tags
+            return ((mesh is None or tags.get("mesh") == mesh)
+                    and (rank is None or tags.get("rank") == rank)
+                    and (stream is None or r.stream == stream)
+                    and (text is None or text in r.text))
+
+        with self._lock:
+            if since_hlc is not None:
+                start = bisect.bisect_right(self._log_keys, (since_hlc, "\U0010ffff"))
+                return list(itertools.islice(filter(keep, self._logs[start:]), limit))
+            found = list(itertools.islice(filter(keep, reversed(self._logs)), limit))
+        found.reverse()
+        return found
+
+    def spans(self, trace_id: bytes | None = None, mesh: str | None = None,
+              name: str | None = None, limit: int = 1000) -> list[SpanRecord]:
+        """Returns spans: all of one trace (by start time), else the newest ``limit`` ones
+        (optionally only those with attribute ``mesh``, or this ``name``), oldest first."""
+        with self._lock:
+            if trace_id is not None:
+                chosen = sorted(self._by_trace.get(trace_id, ()), key=lambda s: s.start_ns)
+                return chosen[:limit]
+            chosen = [s for s in reversed(self._spans)
+                      if (mesh is None or s.attributes.get("mesh") == mesh)
+                      and (name is None or s.name == name)][:limit]
+        chosen.reverse()
+        return chosen
+
+    def metrics(self, by_process: bool = False) -> list[MetricPoint]:
+        """Returns the current value of every series: aggregated over processes (see
+        `aggregate_metrics`), or the latest point of each process if ``by_process``."""
+        with self._lock:
+            points = list(self._metrics.values())
+        return points if by_process else aggregate_metrics(points)
+
+    def transfers(self, window: float = 10.0, now_ns: int | None = None) -> TransferSummary:
+        """Returns bytes/s per link, per mesh and per kind over the last ``window`` seconds."""
+        with self._lock:
+            records = list(self._transfers)
+        return summarize_transfers(records, window, time.time_ns() if now_ns is None else now_ns)
+
+    def transfer_records(self, limit: int = 1000) -> list[TransferRecord]:
+        """Returns the newest transfer records, oldest first."""
+        with self._lock:
+            return list(self._transfers)[-limit:]
+
+    def failures(self, mesh: str | None = None) -> list[FailureRecord]:
+        """Returns failure records (optionally of one mesh), oldest first."""
+        with self._lock:
+            return [f for f in self._failures if mesh is None or f.mesh == mesh]
+
+    def resources(self) -> dict[str, dict[str, Any]]:
+        """Returns each process's resource tags by process name, dead ones included."""
+        with self._lock:
+            return {k: dict(v) for k, v in self._resources.items()}
+
+    def topology(self) -> Any:
+        """Returns the last topology snapshot given to `set_topology` (None before)."""
+        return self._topology
+
+    def statistics(self) -> StoreStatistics:
+        """Returns a snapshot of the store's counters."""
+        with self._lock:
+            held = {"span": len(self._spans), "log": len(self._logs),
+                    "metric": len(self._metrics), "transfer": len(self._transfers),
+                    "failure": len(self._failures)}
+            return StoreStatistics(held, dict(self._ingested), dict(self._evicted),
+                                   self._invalid, len(self._subscriptions),
+                                   sum(s.dropped for s in self._subscriptions))
+
+    # -- subscribing ---------------------------------------------------------------------------
+
+    def subscribe(self, kinds: Iterable[str] = ALL_KINDS, maxsize: int = 10_000,
+                  notify: Callable[[], None] | None = None) -> Subscription:
+        """Returns a live feed of records of ``kinds`` ingested from now on.
+
+        Args:
+            kinds: any of ``span``, ``log``, ``metric``, ``transfer``, ``failure``.
+            maxsize: records queued before the newest are dropped (and counted).
+            notify: called (on the ingesting thread) after records were queued; e.g.
+                ``lambda: loop.call_soon_threadsafe(event.set)`` for an asyncio consumer.
+        """
+        subscription = Subscription(kinds, maxsize, notify, self._unsubscribe)
+        with self._lock:
+            self._subscriptions.append(subscription)
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            if subscription in self._subscriptions:
+                self._subscriptions.remove(subscription)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _add_all(self, records: list[Any], pid: Any) -> None:
+        for record in records:
+            kind = record.KIND
+            self._ingested[kind] += 1
+            getattr(self, "_add_" + kind)(record, pid)
+        for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
+            wanted = [r for r in records if r.KIND in subscription.kinds]
+            if wanted:
+                subscription.offer(wanted)
+
+    def _add_log(self, record: LogRecord, pid: Any) -> None:
+        tags = record.tags
+        key = (record.hlc, str(tags.get("proc", "")), _int(tags.get("pid")), next(self._seq))
+        index = bisect.bisect_right(self._log_keys, key)
+        self._log_keys.insert(index, key)
+        self._logs.insert(index, record)
+        excess = len(self._logs) - self._max_logs
+        if excess > 0:  # evict in chunks of 1/64 so a full store does not memmove per line
+            excess = max(excess, self._max_logs // 64)
+            del self._log_keys[:excess], self._logs[:excess]
+            self._evicted["log"] += excess
+
+    def _add_span(self, record: SpanRecord, pid: Any) -> None:
+        self._spans.append(record)
+        self._by_trace.setdefault(record.trace_id, []).append(record)
+        if len(self._spans) > self._max_spans:
+            old = self._spans.popleft()
+            siblings = self._by_trace[old.trace_id]
+            siblings.remove(old)
+            if not siblings:
+                del self._by_trace[old.trace_id]
+            self._evicted["span"] += 1
+
+    def _add_metric(self, point: MetricPoint, pid: Any) -> None:
+        key = (point.source, pid, point.name, tuple(sorted(point.labels.items())))
+        if key not in self._metrics and len(self._metrics) >= self._max_series:
+            self._evicted["metric"] += 1
+            return
+        self._metrics[key] = point
+
+    def _add_transfer(self, record: TransferRecord, pid: Any) -> None:
+        if len(self._transfers) == self._transfers.maxlen:
+            self._evicted["transfer"] += 1
+        self._transfers.append(record)
+
+    def _add_failure(self, record: FailureRecord, pid: Any) -> None:
+        if len(self._failures) == self._failures.maxlen:
+            self._evicted["failure"] += 1
+        self._failures.append(record)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0

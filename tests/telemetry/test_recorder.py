@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import os
+
+from monarch.telemetry import (
+    BATCH_VERSION,
+    Recorder,
+    TransferRecord,
+    decode_batch,
+    encode_batch,
+    record_failure,
+    record_transfer,
+    reset_actor_tags,
+    set_actor_tags,
+    start_span,
+)
+from monarch.telemetry._capture import StreamTee
+
+
+def drain(recorder: Recorder) -> list:
+    """Drains everything the recorder holds; asserts there was something."""
+    wire = recorder.drain(10**6)
+    assert wire is not None
+    return wire
+
+
+def test_drain_of_an_idle_recorder_is_none(recorder: Recorder) -> None:
+    assert recorder.drain() is None
+
+
+def test_full_buffer_drops_new_records_and_counts_them() -> None:
+    small = Recorder(max_spans=2)
+    for i in range(5):
+        start_span(f"s{i}", recorder=small).end()
+    assert small.dropped()["span"] == 3
+    assert small.statistics().pending["span"] == 2
+    wire = small.drain()
+    assert wire is not None
+    assert [s[3] for s in wire[2]] == ["s0", "s1"]
+    dropped = [m for m in wire[4] if m[0] == "telemetry_dropped"]
+    assert dropped and dropped[0][2] == {"kind": "span"} and dropped[0][3] == 3
+
+
+def test_batch_wire_format(recorder: Recorder) -> None:
+    span = start_span("Trainer.step", attributes={"mesh": "trainer", "rank": 1})
+    span.end()
+    record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
+    record_failure("trainer", 1, "Trainer", "boom", traceback="tb")
+    wire = drain(recorder)
+    version, resource, spans, logs, metrics, transfers, failures = wire
+    assert version == BATCH_VERSION
+    assert resource == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1"}
+    assert spans[0][3] == "Trainer.step" and spans[0][8] == "proc-a"
+    assert logs == []
+    assert transfers[0][:5] == [1024, 0.5, "proc-a", "proc-b", "shm"]
+    assert failures[0][0] == "trainer" and failures[0][7] == "boom"
+    names = {m[0] for m in metrics}
+    assert {"transfer_bytes", "transfers", "failures"} <= names
+
+
+def test_drained_bytes_decode_to_records(recorder: Recorder) -> None:
+    start_span("a").end()
+    batch = decode_batch(encode_batch(drain(recorder)))
+    assert [s.name for s in batch.spans] == ["a"]
+    assert batch.resource["proc"] == "proc-a"
+    assert isinstance(batch.transfers, list) and batch.invalid == 0
+
+
+def test_drain_takes_at_most_max_items_per_kind(recorder: Recorder) -> None:
+    for i in range(5):
+        start_span(str(i)).end()
+    first = recorder.drain(max_items=3)
+    second = recorder.drain(max_items=3)
+    assert first is not None and second is not None
+    assert [s[3] for s in first[2]] == ["0", "1", "2"]
+    assert [s[3] for s in second[2]] == ["3", "4"]
+
+
+def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder) -> None:
+    sink = _Sink()
+    tee = StreamTee(sink, "stdout", recorder)
+    token = set_actor_tags(mesh="trainer", actor_class="Trainer", rank=2)
+    tee.write("hello\n")
+    reset_actor_tags(token)
+    tee.write("after\n")
+    logs = drain(recorder)[3]
+    assert logs[0][5] == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1",
+                          "mesh": "trainer", "actor_class": "Trainer", "rank": 2}
+    assert "mesh" not in logs[1][5]
+
+
+def test_after_fork_empties_everything(recorder: Recorder) -> None:
+    start_span("a").end()
+    recorder.add_transfer(TransferRecord(1, 1.0, "a", "b", "shm"))
+    recorder.after_fork()
+    assert recorder.drain() is None
+    assert recorder.pending() == 0
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
