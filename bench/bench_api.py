@@ -1,0 +1,457 @@
+"""Speed benchmark of the public `monarch.actor` API (MISSION §8).
+
+The same file runs unchanged under torchmonarch 0.7.0 and under pymonarch: it imports nothing but
+`monarch.actor` (plus torch and the standard library), so whichever `monarch` the interpreter finds
+is the one measured. `bench/run.py` runs it under both and compares.
+
+Output: one JSON object on one line of stdout, metric name -> number, the unit in the name
+(`_us`, `_s`, `_per_s`, `_MBps` = 1e6 bytes/s, `_GBps` = 1e9 bytes/s). Two extra keys start with
+an underscore: `_meta` (what ran) and `_errors` (bench name -> error text, for benches that failed;
+the others still report). Diagnostics go to stderr.
+
+    python bench/bench_api.py [--quick] [--only spawn,call_one,...] [--list]
+
+Adding a row: write a function `def bench_x(rig: Rig) -> dict[str, float]` below the others and
+register it with `@bench("x")`; it gets the shared 4-actor mesh through `rig`, sizes its loops
+with `rig.n(full, quick)` and bounds its time with `rig.budget_s` (see `timed_loop`). The planned
+rows at the end of the table are registered with `planned=True` and skipped until written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def _leave_project_checkout() -> None:
+    """Run from a neutral directory when the cwd holds another `monarch` package.
+
+    Monarch starts its procs with `python -m ...`, which puts the cwd first on `sys.path`: run
+    from this repository's root, the reference's procs would import our `monarch`. Only the cwd
+    changes; the controller keeps the `monarch` it already found.
+    """
+    if os.path.isdir(os.path.join(os.getcwd(), "monarch")):
+        import monarch
+
+        if not os.path.abspath(monarch.__file__).startswith(os.getcwd() + os.sep):
+            os.chdir(tempfile.gettempdir())
+
+
+from monarch.actor import Actor, endpoint, this_host
+
+_leave_project_checkout()
+
+KiB = 1024
+MiB = 1024 * KiB
+GPUS = 4
+CALL_TIMEOUT_S = 60.0  # one .get() never waits longer; a hung call fails its bench, not the run
+
+
+# ---------------------------------------------------------------------------------------------
+# The measured actor: sync endpoints, the most common kind.
+
+
+class BenchActor(Actor):
+    """Does as little as possible, so the runtime's cost is what gets measured."""
+
+    @endpoint
+    def noop(self) -> None:
+        return None
+
+    @endpoint
+    def nbytes(self, data: Any) -> int:
+        """One-way transfers: only the size comes back."""
+        return data.nbytes if hasattr(data, "nbytes") else len(data)
+
+    @endpoint
+    def echo(self, data: Any) -> Any:
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# The rig: the shared mesh and the loop helpers every bench uses.
+
+
+@dataclass
+class Rig:
+    """What a bench gets: the 4-actor mesh, its size-1 slice, and the run's size settings."""
+
+    quick: bool
+    budget_s: float  # soft time bound of one bench's measuring loop
+    procs: Any = None
+    mesh: Any = None
+    one: Any = None
+    spawn_s: float | None = None  # set by the spawn that created the mesh
+
+    def n(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+    def ensure_mesh(self) -> None:
+        """Spawns the procs and actors, timing spawn_procs + spawn + first call answer."""
+        start = time.perf_counter()
+        self.procs = this_host().spawn_procs(per_host={"gpus": GPUS})
+        self.mesh = self.procs.spawn("bench", BenchActor)
+        self.mesh.noop.call().get(timeout=CALL_TIMEOUT_S)
+        self.spawn_s = time.perf_counter() - start
+        self.one = self.mesh.slice(gpus=0)
+
+    def stop(self) -> None:
+        if self.procs is not None:
+            procs, self.procs, self.mesh, self.one = self.procs, None, None, None
+            procs.stop().get(timeout=30)
+
+
+def timed_loop(fn: Callable[[], object], n: int, budget_s: float) -> list[float]:
+    """Runs `fn` up to `n` times, stopping early once `budget_s` has passed; seconds per call."""
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        end = time.perf_counter()
+        times.append(end - start)
+        if end > deadline:
+            break
+    return times
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The table of benches. Order matters: `spawn` first, so it times a cold spawn.
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    name: str
+    fn: Callable[[Rig], dict[str, float]]
+    planned: bool  # an extension point not written yet: listed, never run
+
+    @property
+    def doc(self) -> str:
+        return (self.fn.__doc__ or "").strip().splitlines()[0]
+
+
+BENCHES: dict[str, BenchSpec] = {}
+
+
+def bench(name: str, *, planned: bool = False) -> Callable:
+    def register(fn: Callable[[Rig], dict[str, float]]) -> Callable[[Rig], dict[str, float]]:
+        BENCHES[name] = BenchSpec(name, fn, planned)
+        return fn
+
+    return register
+
+
+@bench("spawn")
+def bench_spawn(rig: Rig) -> dict[str, float]:
+    """spawn_procs(gpus=4) + spawn + first call() answer, cold, in seconds (timed by main)."""
+    return {"spawn_4procs_first_answer_s": rig.spawn_s}
+
+
+@bench("call_one")
+def bench_call_one(rig: Rig) -> dict[str, float]:
+    """Noop call_one round trip on a size-1 slice, after warm-up: p50 and p99 in µs."""
+
+    def call() -> None:
+        rig.one.noop.call_one().get(timeout=CALL_TIMEOUT_S)
+
+    timed_loop(call, rig.n(200, 20), rig.budget_s)
+    times = timed_loop(call, rig.n(2000, 200), rig.budget_s)
+    return {
+        "call_one_p50_us": statistics.median(times) * 1e6,
+        "call_one_p99_us": percentile(times, 99) * 1e6,
+    }
+
+
+@bench("call4")
+def bench_call4(rig: Rig) -> dict[str, float]:
+    """Noop call() on all 4 actors until every answer is in: p50 and p99 in µs."""
+
+    def call() -> None:
+        rig.mesh.noop.call().get(timeout=CALL_TIMEOUT_S)
+
+    timed_loop(call, rig.n(100, 10), rig.budget_s)
+    times = timed_loop(call, rig.n(1000, 100), rig.budget_s)
+    return {
+        "call_4actors_p50_us": statistics.median(times) * 1e6,
+        "call_4actors_p99_us": percentile(times, 99) * 1e6,
+    }
+
+
+@bench("pipelined")
+def bench_pipelined(rig: Rig) -> dict[str, float]:
+    """K call_one futures issued back to back, then all got: calls per second (median burst)."""
+    k = rig.n(1000, 200)
+
+    def burst() -> None:
+        futures = [rig.one.noop.call_one() for _ in range(k)]
+        for fut in futures:
+            fut.get(timeout=CALL_TIMEOUT_S)
+
+    burst()  # warm-up
+    times = timed_loop(burst, rig.n(5, 2), rig.budget_s)
+    return {"pipelined_call_one_per_s": k / statistics.median(times)}
+
+
+@bench("broadcast")
+def bench_broadcast(rig: Rig) -> dict[str, float]:
+    """N broadcasts to 4 actors, drained by one call(): casts per second (median burst)."""
+    n = rig.n(2000, 200)
+
+    def burst() -> None:
+        for _ in range(n):
+            rig.mesh.noop.broadcast()
+        rig.mesh.noop.call().get(timeout=CALL_TIMEOUT_S)  # FIFO per actor: arrives last
+
+    burst()  # warm-up
+    times = timed_loop(burst, rig.n(5, 2), rig.budget_s)
+    return {"broadcast_4actors_casts_per_s": n / statistics.median(times)}
+
+
+def _call_one(ep: Any, payload: Any) -> None:
+    ep.call_one(payload).get(timeout=CALL_TIMEOUT_S)
+
+
+def transfer_rates(rig: Rig, payload: Any, size: int, label: str, scale: float) -> dict[str, float]:
+    """One-way (`nbytes`) and echo round trips of `payload` on the size-1 slice.
+
+    Rate = payload size / median round-trip time, for both; an echo moves the payload twice.
+    """
+    rows: dict[str, float] = {}
+    unit = "MBps" if scale == 1e6 else "GBps"
+    iters = rig.n(200, 20) if size <= MiB else rig.n(8, 2)
+    for kind, ep in (("oneway", rig.one.nbytes), ("echo", rig.one.echo)):
+        call = functools.partial(_call_one, ep, payload)
+        timed_loop(call, max(1, iters // 10), rig.budget_s)  # warm-up
+        times = timed_loop(call, iters, rig.budget_s)
+        rows[f"{label}_{kind}_{unit}"] = size / statistics.median(times) / scale
+    return rows
+
+
+@bench("bytes")
+def bench_bytes(rig: Rig) -> dict[str, float]:
+    """bytes of 1 KiB, 1 MiB, 64 MiB one-way and echo: MB/s (1 KiB) and GB/s."""
+    rows: dict[str, float] = {}
+    for size, label, scale in ((KiB, "1KiB", 1e6), (MiB, "1MiB", 1e9), (64 * MiB, "64MiB", 1e9)):
+        rows.update(transfer_rates(rig, os.urandom(size), size, f"bytes_{label}", scale))
+    return rows
+
+
+@bench("tensor")
+def bench_tensor(rig: Rig) -> dict[str, float]:
+    """64 MiB float32 CPU torch tensor one-way and echo: GB/s."""
+    import torch
+
+    tensor = torch.rand(16 * MiB, dtype=torch.float32)
+    return transfer_rates(rig, tensor, 64 * MiB, "tensor_64MiB", 1e9)
+
+
+# ---------------------------------------------------------------------------------------------
+# EXTENSION POINTS: planned rows. To add one, write the body, drop `planned=True`, and give its
+# metric a target in bench/run.py's TARGETS if MISSION §8 sets one. Benches that kill or change
+# things must use their own procs (spawn them in the bench, stop them in a `finally`), never
+# `rig.mesh`, which the other rows share.
+
+
+@bench("death", planned=True)
+def bench_death(rig: Rig) -> dict[str, float]:
+    """Proc death -> caller's error and -> owner's __supervise__: death_to_error_ms, ..._supervise_ms.
+
+    Plan: an owner actor (defining __supervise__) spawns a 1-proc mesh, the controller kills that
+    proc (an endpoint calling os._exit), then times a pending call's failure and the
+    __supervise__ callback. Keep the failure handled, or fail-fast ends the controller.
+    """
+    raise NotImplementedError
+
+
+@bench("telemetry", planned=True)
+def bench_telemetry(rig: Rig) -> dict[str, float]:
+    """call_one p50 with telemetry on vs off: ..._telemetry_on_us, ..._off_us, overhead_pct."""
+    raise NotImplementedError
+
+
+@bench("rdma", planned=True)
+def bench_rdma(rig: Rig) -> dict[str, float]:
+    """RDMABuffer read_into / write_from of 1 MiB and 256 MiB, same host: rdma_*_GBps.
+
+    Plan: `from monarch.rdma import RDMABuffer` inside this function (the rest of the file only
+    needs monarch.actor); an actor owns a tensor, returns RDMABuffer(tensor) from an endpoint,
+    the controller times read_into / write_from(...).get().
+    """
+    raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# Running: each bench isolated (its failure is recorded, the rest go on), a watchdog over the
+# whole run, procs always stopped.
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds to the cleanup in `main`."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated("SIGTERM")
+
+
+class Watchdog:
+    """Last resort: when the run overstays, print what was measured, try to stop the procs for
+    a few seconds (from this thread: the main one is stuck), and leave at once."""
+
+    def __init__(self, result: dict[str, Any], cleanup: Callable[[], None]) -> None:
+        self._result = result
+        self._cleanup = cleanup
+        self._timer: threading.Timer | None = None
+
+    def arm(self, seconds: float, why: str, *, cleanup: bool = True) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(seconds, self._fire, args=(why, cleanup))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self, why: str, cleanup: bool) -> None:
+        log(f"watchdog: {why}; exiting")
+        self._result["_errors"]["watchdog"] = why
+        emit(self._result)
+        if cleanup:
+            stopper = threading.Thread(target=self._cleanup, daemon=True)
+            stopper.start()
+            stopper.join(10.0)
+        os._exit(3)
+
+
+def run_one(spec: BenchSpec, rig: Rig, result: dict[str, Any]) -> None:
+    if spec.planned:
+        log(f"{spec.name}: planned, not written yet; skipped")
+        return
+    start = time.perf_counter()
+    try:
+        rows = spec.fn(rig)
+    except Exception as exc:  # noqa: BLE001 - a failed row must not sink the others
+        result["_errors"][spec.name] = f"{type(exc).__name__}: {exc}"
+        log(f"{spec.name}: FAILED\n{traceback.format_exc()}")
+        return
+    result.update(rows)
+    shown = ", ".join(f"{k}={v:.4g}" for k, v in rows.items())
+    log(f"{spec.name} ({time.perf_counter() - start:.1f}s): {shown}")
+
+
+def selected(only: str | None) -> list[BenchSpec]:
+    if not only:
+        return [spec for spec in BENCHES.values() if not spec.planned]
+    names = [name.strip() for name in only.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BENCHES]
+    if unknown:
+        raise SystemExit(f"unknown bench {unknown}; known: {', '.join(BENCHES)}")
+    return [BENCHES[name] for name in BENCHES if name in names]
+
+
+_emitted = threading.Lock()  # held forever once the result is out: it is printed exactly once
+
+
+def emit(result: dict[str, Any]) -> None:
+    if _emitted.acquire(blocking=False):
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small iteration counts (smoke)")
+    parser.add_argument("--only", help="comma-separated bench names (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the benches and exit")
+    parser.add_argument("--deadline", type=float, help="seconds for the whole run (watchdog)")
+    return parser.parse_args(argv)
+
+
+def list_benches() -> None:
+    for spec in BENCHES.values():
+        print(f"{spec.name:10} {'(planned) ' if spec.planned else ''}{spec.doc}")
+
+
+def _distribution_version() -> str | None:
+    from importlib import metadata
+
+    for dist in ("torchmonarch", "pymonarch"):
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+def meta(quick: bool) -> dict[str, Any]:
+    import monarch
+
+    return {
+        "monarch": os.path.dirname(os.path.abspath(monarch.__file__)),
+        "version": _distribution_version(),
+        "python": sys.version.split()[0],
+        "quick": quick,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        list_benches()
+        return 0
+    specs = selected(args.only)
+    rig = Rig(quick=args.quick, budget_s=3.0 if args.quick else 20.0)
+    result: dict[str, Any] = {"_meta": meta(args.quick), "_errors": {}}
+    watchdog = Watchdog(result, lambda: stop_quietly(rig, result))
+    watchdog.arm(args.deadline or (120.0 if args.quick else 600.0), "run deadline passed")
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    start = time.perf_counter()
+    try:
+        rig.ensure_mesh()  # first thing, so the spawn it times is a cold one
+        for spec in specs:
+            run_one(spec, rig, result)
+    except (Exception, Terminated, KeyboardInterrupt) as exc:  # noqa: BLE001 - report, clean up
+        result["_errors"]["run"] = f"{type(exc).__name__}: {exc}"
+        log(f"aborted\n{traceback.format_exc()}")
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the cleanup finish
+        watchdog.arm(45.0, "cleanup hung", cleanup=False)
+        stop_quietly(rig, result)
+    result["_meta"]["elapsed_s"] = round(time.perf_counter() - start, 2)
+    emit(result)
+    watchdog.arm(
+        20.0, "interpreter exit hung", cleanup=False
+    )  # stray non-daemon threads must not keep us
+    return 1 if result["_errors"] else 0
+
+
+def stop_quietly(rig: Rig, result: dict[str, Any]) -> None:
+    try:
+        rig.stop()
+    except Exception as exc:  # noqa: BLE001 - the result must still come out
+        result["_errors"]["cleanup"] = f"{type(exc).__name__}: {exc}"
+        log(f"cleanup failed: {exc!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

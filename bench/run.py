@@ -1,0 +1,348 @@
+"""Runs bench_api.py under our interpreter and Monarch's, interleaved, and compares (MISSION §8).
+
+    python bench/run.py [--rounds 2] [--quick] [--only call_one,...] [--ours PY] [--ref PY]
+
+Rounds alternate ours, ref, ours, ref, ... so that load from elsewhere on the machine falls on
+both sides alike; each metric's median over its side's rounds goes in the table. The table is
+printed (Markdown) and written with the raw runs to bench/results/ (gitignored). A side that
+fails shows its error; the other side's figures stay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "bench" / "bench_api.py"
+RESULTS = ROOT / "bench" / "results"
+REF_PYTHON = "/opt/ref/venv/bin/python"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal for one metric: on the ratio ours/monarch, or on our figure alone."""
+
+    op: str  # "ratio<=", "ratio>=", "ours<=", "ours>="
+    bound: float
+
+    @property
+    def text(self) -> str:
+        sign = "≤" if self.op.endswith("<=") else "≥"
+        return (
+            f"{sign} {self.bound:g}×" if self.op.startswith("ratio") else f"{sign} {self.bound:g}"
+        )
+
+    def met(self, ours: float | None, ratio: float | None) -> bool | None:
+        value = ratio if self.op.startswith("ratio") else ours
+        if value is None:
+            return None
+        return value <= self.bound if self.op.endswith("<=") else value >= self.bound
+
+
+LATENCY = Target("ratio<=", 0.5)
+RATE = Target("ratio>=", 3.0)
+
+# MISSION §8. Metrics absent here are shown without a target.
+TARGETS: dict[str, Target] = {
+    "spawn_4procs_first_answer_s": Target("ratio<=", 1.0),
+    "call_one_p50_us": LATENCY,
+    "call_one_p99_us": LATENCY,
+    "call_4actors_p50_us": LATENCY,
+    "pipelined_call_one_per_s": RATE,
+    "broadcast_4actors_casts_per_s": RATE,
+    "tensor_64MiB_oneway_GBps": RATE,
+    "tensor_64MiB_echo_GBps": RATE,
+    # Planned rows (bench_api.py extension points); used once a bench reports them.
+    "death_to_error_ms": Target("ours<=", 1000),  # "well under a second"
+    "death_to_supervise_ms": Target("ours<=", 1000),
+    "call_one_telemetry_overhead_pct": Target("ours<=", 10),
+    "rdma_read_256MiB_GBps": Target("ours>=", 3.0),
+}
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str  # "ours" or "monarch"
+    python: str
+    cwd: str
+    env: dict[str, str]
+
+
+@dataclass
+class Run:
+    side: str
+    round: int
+    rc: int | None
+    seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    log: str = ""  # path of the run's stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The two sides.
+
+
+def default_ours_python() -> str:
+    """The project's .venv; from a git worktree, the main checkout's .venv."""
+    candidates = [ROOT / ".venv"]
+    common = _git("rev-parse", "--path-format=absolute", "--git-common-dir")
+    if common:
+        candidates.append(Path(common).parent / ".venv")
+    for venv in candidates:
+        if (venv / "bin" / "python").exists():
+            return str(venv / "bin" / "python")
+    return sys.executable
+
+
+def _git(*args: str) -> str | None:
+    try:
+        cmd = ["git", "-C", str(ROOT), *args]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def make_sides(args: argparse.Namespace) -> list[Side]:
+    """Ours imports this checkout's `monarch` (PYTHONPATH); Monarch's runs away from it.
+
+    Monarch starts its procs with `python -m`, which puts the cwd on sys.path, so the reference
+    must not run from this repository's root or its procs would import our package.
+    """
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ours_env = {
+        **base,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    sides = [
+        Side("ours", args.ours or default_ours_python(), str(ROOT), ours_env),
+        Side("monarch", args.ref, tempfile.gettempdir(), base),
+    ]
+    return [side for side in sides if side.name not in args.skip]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one side once.
+
+
+def run_once(side: Side, round_no: int, flags: list[str], timeout: float, logdir: Path) -> Run:
+    log_path = logdir / f"{side.name}-{round_no}.stderr"
+    start = time.perf_counter()
+    with open(log_path, "w") as err:
+        proc = subprocess.Popen(
+            [side.python, str(SCRIPT), *flags, "--deadline", str(max(30.0, timeout - 30))],
+            cwd=side.cwd,
+            env=side.env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,  # its own process group: leftovers can be found and ended
+        )
+        stdout, timed_out = _wait(proc, timeout)
+    run = Run(side.name, round_no, proc.returncode, time.perf_counter() - start, log=str(log_path))
+    _sweep(proc.pid, side.name)
+    _parse(stdout, run)
+    if timed_out:
+        run.errors["timeout"] = f"run killed after {timeout:.0f}s (figures above are partial)"
+    return run
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> tuple[str, bool]:
+    """Stdout, and whether the run had to be ended (SIGTERM, then SIGKILL 30 s later)."""
+    try:
+        return proc.communicate(timeout=timeout)[0], False
+    except subprocess.TimeoutExpired:
+        print(f"  timed out after {timeout:.0f}s: SIGTERM", file=sys.stderr)
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            return proc.communicate(timeout=30)[0], True
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            return proc.communicate()[0], True
+
+
+def _sweep(pgid: int, side: str) -> None:
+    """Processes the run left in its group are a bug of that side: report them, end them."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return
+    print(f"  WARNING: {side} left processes behind (group {pgid}); killing them", file=sys.stderr)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _parse(stdout: str, run: Run) -> None:
+    """The result is the last stdout line that is a JSON object (actors may print too)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            run.meta = data.pop("_meta", {})
+            run.errors = data.pop("_errors", {})
+            run.metrics = {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+            return
+    run.errors = {"run": f"no JSON result (exit {run.rc}); last stderr:\n{_tail(run.log)}"}
+
+
+def _tail(path: str, lines: int = 15) -> str:
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing.
+
+
+def medians(runs: list[Run], side: str) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        if run.side == side:
+            for name, value in run.metrics.items():
+                values.setdefault(name, []).append(value)
+    return {name: statistics.median(vals) for name, vals in values.items()}
+
+
+def table_rows(ours: dict[str, float], ref: dict[str, float]) -> list[dict[str, Any]]:
+    first, second = (ours, ref) if len(ours) >= len(ref) else (ref, ours)  # fuller side's order
+    names = list(first) + [name for name in second if name not in first]
+    rows = []
+    for name in names:
+        mine, theirs = ours.get(name), ref.get(name)
+        ratio = mine / theirs if mine is not None and theirs else None
+        target = TARGETS.get(name)
+        met = target.met(mine, ratio) if target else None
+        rows.append(
+            {
+                "metric": name,
+                "ours": mine,
+                "monarch": theirs,
+                "ratio": ratio,
+                "target": target.text if target else None,
+                "met": met,
+            }
+        )
+    return rows
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 1 else f"{value:.4g}"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| metric | ours | monarch | ratio (ours/monarch) | target | met? |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for row in rows:
+        met = {True: "yes", False: "**no**", None: "—"}[row["met"]]
+        ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
+        lines.append(
+            f"| {row['metric']} | {fmt(row['ours'])} | {fmt(row['monarch'])} | {ratio} "
+            f"| {row['target'] or '—'} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def error_report(runs: list[Run]) -> str:
+    lines = []
+    for run in runs:
+        for bench, text in run.errors.items():
+            lines.append(f"- {run.side} round {run.round}, {bench}: {text.strip()}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ours", help="our interpreter (default: the project's .venv python)")
+    parser.add_argument("--ref", default=REF_PYTHON, help=f"Monarch's interpreter ({REF_PYTHON})")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per side, interleaved")
+    parser.add_argument("--quick", action="store_true", help="small iteration counts")
+    parser.add_argument("--only", help="comma-separated bench names (bench_api.py --list)")
+    parser.add_argument(
+        "--skip", choices=["ours", "monarch"], action="append", default=[], help="leave a side out"
+    )
+    parser.add_argument("--timeout", type=float, help="seconds per run (default 900, quick 180)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sides = make_sides(args)
+    flags = (["--quick"] if args.quick else []) + (["--only", args.only] if args.only else [])
+    timeout = args.timeout or (180.0 if args.quick else 900.0)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logdir = RESULTS / stamp
+    logdir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for round_no in range(1, args.rounds + 1):
+        for side in sides:
+            print(f"round {round_no}: {side.name} ({side.python}) ...", file=sys.stderr, flush=True)
+            run = run_once(side, round_no, flags, timeout, logdir)
+            print(
+                f"  {run.seconds:.1f}s, exit {run.rc}, {len(run.metrics)} metrics, "
+                f"{len(run.errors)} errors",
+                file=sys.stderr,
+                flush=True,
+            )
+            runs.append(run)
+    return report(args, sides, runs, logdir)
+
+
+def report(args: argparse.Namespace, sides: list[Side], runs: list[Run], logdir: Path) -> int:
+    rows = table_rows(medians(runs, "ours"), medians(runs, "monarch"))
+    text = markdown(rows)
+    errors = error_report(runs)
+    mode = "quick" if args.quick else "full"
+    head = f"# bench {logdir.name} ({mode}, {args.rounds} rounds, medians)\n\n"
+    body = head + text + (f"\n\nErrors:\n{errors}\n" if errors else "\n")
+    print(body)
+    data = {
+        "stamp": logdir.name,
+        "mode": mode,
+        "rounds": args.rounds,
+        "only": args.only,
+        "sides": {s.name: s.python for s in sides},
+        "rows": rows,
+        "runs": [asdict(run) for run in runs],
+    }
+    for name in (f"{logdir.name}.json", "latest.json"):
+        (RESULTS / name).write_text(json.dumps(data, indent=2) + "\n")
+    for name in (f"{logdir.name}.md", "latest.md"):
+        (RESULTS / name).write_text(body)
+    print(
+        f"written: {RESULTS / (logdir.name + '.md')} (+ .json, logs in {logdir})", file=sys.stderr
+    )
+    return 0 if any(run.metrics for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
