@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any, Generic, TypeVar
 
-from . import _context, _process
+from . import _context, _instrument, _process
 from ._endpoint import ActorEndpoint, NotAnEndpoint
 from ._errors import UnpicklableError
 from ._future import Future
@@ -69,11 +69,15 @@ class ActorMesh(Generic[A]):
         sender = _context.context().actor_instance._sender
         frames = _pack(args, kwargs, self._name, method)
         info = CallInfo(self._name, method, self._label_at)
+        span = _instrument.call_span(self._name, method, mode) if _instrument.ENABLED else None
+        trace = span.context if span is not None else None
         if mode == "broadcast" or mode.startswith("port:"):
             reply_to = None if port is None else (port._address, port._port_id)
             refused = self._refusal(runtime)
             if refused is None:
-                self._cast(runtime, sender, method, frames, reply_to)
+                self._cast(runtime, sender, method, frames, reply_to, trace)
+            if span is not None:
+                span.end("ok" if refused is None else "error")
             return None
         future: Future[Any] = Future()
         futures: list[Future[Any]] = []
@@ -92,10 +96,15 @@ class ActorMesh(Generic[A]):
             error = supervision_error(info, report)
             for fut in futures or [future]:
                 fut.set_exception(error)
+            if span is not None:
+                span.end("error")
         else:
             port_id = runtime.new_port(sink)
+            if span is not None:
+                last = futures[-1] if futures else future
+                last.add_done_callback(_instrument.end_call_span(span, last))
             try:
-                self._cast(runtime, sender, method, frames, (runtime.address, port_id))
+                self._cast(runtime, sender, method, frames, (runtime.address, port_id), trace)
             except PeerGone:
                 runtime.drop_port(port_id)
                 sink.fail(self._addresses[0], runtime.dead.get(self._addresses[0], "gone"),
@@ -103,9 +112,9 @@ class ActorMesh(Generic[A]):
         return futures if mode == "stream" else future
 
     def _cast(self, runtime: Any, sender: str, method: str, frames: list[Any],
-              port: tuple | None) -> None:
+              port: tuple | None, trace: tuple | None = None) -> None:
         runtime.cast(sender, self._mesh_id, method, self._procs, self._table, self._view,
-                     self._ranks, frames, port)
+                     self._ranks, frames, port, trace)
 
     def _refusal(self, runtime: Any) -> tuple[int, str] | None:
         """(index, report) of the first rank known to have failed, if any."""

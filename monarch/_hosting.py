@@ -13,12 +13,14 @@ import os
 import queue
 import socket
 import threading
+import time
 import traceback
 from typing import Any
 
 import msgpack
 
 from ._channel import Port
+from . import _instrument
 from ._context import Context, Instance, enter, leave
 from ._endpoint import endpoint_table
 from ._leader import BATON
@@ -97,6 +99,7 @@ class ActorSlot:
     # -- the actor's thread ----------------------------------------------------------------
     def construct(self) -> None:
         """Unpickles the class and arguments and runs `__init__`."""
+        _instrument.tag_actor(self)
         try:
             frames = self._spec_frames
             cls, args, kwargs = _serial.loads(frames[0].buffer, [f.buffer for f in frames[1:]])
@@ -315,13 +318,19 @@ class SyncSlot(ActorSlot):
                 continue
             fn, args, kwargs, ctx = prepared
             token = enter(ctx)
+            span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
+            started = time.perf_counter()
+            outcome = "ok"
             try:
                 result = fn(self.obj, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
+                outcome = "error"
                 self.answer_error(msg, _strip(exc))
             else:
                 self.answer(msg, result)
             finally:
+                if span is not None:
+                    _instrument.end_invocation(self, msg, span, started, outcome)
                 leave(token)
 
     def _drain_refusing(self) -> None:
@@ -383,22 +392,29 @@ class AsyncSlot(ActorSlot):
                 continue
             prop = self.endpoints.get(msg.method)
             if prop is not None and prop._concurrent:
-                self._loop.create_task(self._handle(msg, prepared))
+                self._loop.create_task(self._handle(msg, prepared, frames))
             else:
-                await self._handle(msg, prepared)
+                await self._handle(msg, prepared, frames)
 
-    async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context]) -> None:
+    async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context],
+                      frames: list[Any]) -> None:
         fn, args, kwargs, ctx = prepared
         token = enter(ctx)
+        span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
+        started = time.perf_counter()
+        outcome = "ok"
         try:
             result = fn(self.obj, *args, **kwargs)
             if asyncio.iscoroutine(result):
                 result = await result
         except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
+            outcome = "error"
             self.answer_error(msg, _strip(exc))
         else:
             self.answer(msg, result)
         finally:
+            if span is not None:
+                _instrument.end_invocation(self, msg, span, started, outcome)
             leave(token)
 
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _hosting, _process, _services
+from . import _hosting, _instrument, _process, _services
 from ._context import Context, Instance, set_root
 from ._host import _lifeline
 from ._host_mesh import local_host_mesh
@@ -45,6 +45,8 @@ def run(config: dict[str, Any]) -> int:
         class_name="client", rank=_rank_point(config),
         proc_id=config["proc"], creator=None, sender=f"{config['proc']}/client",
         proc_mesh=proc_mesh)))
+    _instrument.start_process(runtime, enabled=config["telemetry"], ship_to=config["controller"],
+                              ingest=None, capture=True)
     if config.get("bootstrap"):
         _serial.loads(config["bootstrap"])()
     runtime.outbox.send(config["controller"], ProcStarted(

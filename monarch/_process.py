@@ -12,8 +12,10 @@ import heapq
 import itertools
 import os
 import queue
+import sys
 import threading
 import time
+import traceback
 from typing import Any, Callable, Sequence
 
 import zmq
@@ -73,6 +75,9 @@ class ProcessRuntime:
         self.leadership = Leadership(self.wake)
         self._poller: zmq.Poller | None = None
         self._polled_fds: set[int] = set()
+        self.internal_errors = 0
+        """Exceptions raised by loop callbacks (reported on stderr, never fatal)."""
+        self.flush_telemetry: Callable[[], None] | None = None
         self.extra_fds: dict[int, Callable[[], None]] = {}
         """File descriptors the loop also polls (e.g. a lifeline), with their handlers."""
 
@@ -283,7 +288,7 @@ class ProcessRuntime:
             elif fd == self._wake_r:
                 self._run_calls()
             elif fd in self.extra_fds:
-                self.extra_fds[fd]()
+                self._guarded(self.extra_fds[fd])
         self._run_timers()
         if self.outbox.backlogged:
             self.outbox.flush()
@@ -319,13 +324,23 @@ class ProcessRuntime:
             calls, self._calls = self._calls, []
             self._woken = False
         for fn in calls:
-            fn()
+            self._guarded(fn)
 
     def _run_timers(self) -> None:
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
             _, _, fn = heapq.heappop(self._timers)
-            fn()
+            self._guarded(fn)
+
+    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+        """Runs a loop callback; an exception is reported and counted, never fatal to the loop."""
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - the loop must survive any single callback
+            self.internal_errors += 1
+            if self.internal_errors <= 20:
+                sys.stderr.write(f"monarch[{self.identity.name}]: internal error in the loop:\n"
+                                 f"{traceback.format_exc()}")
 
     def _drain_inbox(self) -> None:
         recv = self.inbox.recv_nowait
@@ -336,16 +351,20 @@ class ProcessRuntime:
                 return
             msg, frames = got
             kind = type(msg)
-            if kind is Call:
-                self._on_call(msg, frames)
-            elif kind is Reply:
-                self._on_reply(msg, frames)
-            elif kind is Notice:
-                self._on_notice(msg)
-            else:
-                handler = kind_handlers.get(kind)
-                if handler is not None:
-                    handler(msg, frames)
+            try:
+                if kind is Call:
+                    self._on_call(msg, frames)
+                elif kind is Reply:
+                    self._on_reply(msg, frames)
+                elif kind is Notice:
+                    self._on_notice(msg)
+                else:
+                    handler = kind_handlers.get(kind)
+                    if handler is not None:
+                        handler(msg, frames)
+            except Exception:  # noqa: BLE001 - one bad message must not end the loop
+                self.inbox.stats.bad_frames += 1
+                self._guarded(_reraise_current)
 
     def _on_call(self, msg: Call, frames: list[Any]) -> None:
         _clock.observe(msg.hlc)
@@ -431,3 +450,7 @@ def set_current(runtime: ProcessRuntime | None) -> None:
     """Sets this process's runtime (bootstrap only)."""
     global _current
     _current = runtime
+
+
+def _reraise_current() -> None:
+    raise  # noqa: PLE0704 - re-raises the exception being handled, for _guarded to report

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import _hosting, _process, _services
+from .. import _hosting, _instrument, _process, _services, telemetry
 from .._context import Context, Instance, set_root
 from .._future import Future
 from .._host._agent import HostAgent
@@ -30,7 +30,7 @@ from .._proc_mesh import ProcMesh
 from .._process import ProcessRuntime
 from .._shape import Extent, Point, View
 from .._wire import _serial
-from .._wire._messages import ERROR, OK, Call
+from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
 
 LOCAL_HOST = "local"
@@ -81,7 +81,9 @@ class Job:
         self.runtime = ProcessRuntime(self.identity, f"ipc://{self.run_dir}/ctl.sock")
         _process.set_current(self.runtime)
         self.runtime.learn_table("ctl", (self.runtime.address,))
-        self.supervisor = Supervisor(self.runtime)
+        self.store = telemetry.Store()
+        self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure)
+        self.telemetry_enabled = _instrument.enabled_by_default()
         self.agent = HostAgent(
             on_fork=lambda proc, pid: self.runtime.call_soon(
                 lambda: self.supervisor.proc_forked(proc, pid)),
@@ -102,8 +104,18 @@ class Job:
             actor_id="root", name="root", class_name="root", rank=Point(0, Extent([], [])),
             proc_id="controller", creator=None, sender="root",
             proc_mesh=lambda: self.proc_mesh)))
+        self.runtime.kind_handlers[Telemetry] = lambda msg, frames: self.store.ingest(msg.batch)
+        _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
+                                  ingest=self.store.ingest, capture=False)
         self.runtime.start()
         atexit.register(self.shutdown)
+
+    def _record_failure(self, failure: dict[str, Any]) -> None:
+        self.store.add(telemetry.FailureRecord(
+            failure.get("mesh_name", ""), failure.get("rank"), failure.get("class_name") or "",
+            failure.get("host") or "", failure.get("pid") or 0, failure.get("exit_code"),
+            failure.get("signal"), failure.get("report", ""), failure.get("reason", ""),
+            int(failure["time"] * 1e9), failure.get("proc") or ""))
 
     def _install(self) -> None:
         runtime = self.runtime
@@ -190,7 +202,7 @@ class Job:
                 "labels": labels, "sizes": sizes, "table": table, "address": table[rank],
                 "controller": self.runtime.address, "host_id": LOCAL_HOST,
                 "hostname": self.hostname, "env": dict(os.environ), "path": list(sys.path),
-                "cwd": os.getcwd(), "bootstrap": boot}
+                "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
 
     def _maybe_preload(self) -> None:
         if self._preloaded:

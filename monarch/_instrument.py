@@ -1,0 +1,110 @@
+"""The runtime's telemetry: spans per call and per invocation, metrics, logs, and shipping.
+
+Every process records into its `monarch.telemetry` recorder (bounded; drops and counts under
+overload) and ships drained batches to the controller every `SHIP_S` in `Telemetry` messages;
+the controller ingests its own batches and everyone else's into its store. One `call` is one
+trace: the caller's call span travels in the envelope and parents each actor's invocation span.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+from . import telemetry
+from ._wire._messages import Telemetry
+from ._wire._transport import PeerGone
+
+SHIP_S = 0.1
+"""How often a process ships its telemetry to the controller."""
+
+ENABLED = True
+"""Whether this process records telemetry; set once when it joins the job."""
+
+
+def enabled_by_default() -> bool:
+    """Telemetry is on unless MONARCH_TELEMETRY is 0/false/off or configured off."""
+    from . import config
+
+    flag = os.environ.get("MONARCH_TELEMETRY", "").strip().lower()
+    if flag in ("0", "false", "off", "no"):
+        return False
+    return bool(config.get("telemetry"))
+
+
+def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
+                  ingest: Callable[[bytes], None] | None, capture: bool) -> None:
+    """Sets this process up: resource tags, log capture, and the shipping timer.
+
+    Args:
+        runtime: the process runtime (its loop runs the shipping timer).
+        enabled: record spans and metrics on the hot paths.
+        ship_to: the controller's address (procs), or None in the controller.
+        ingest: the controller's store ingestion, used instead of shipping.
+        capture: tee stdout/stderr and `logging` into the recorder.
+    """
+    global ENABLED
+    ENABLED = enabled
+    identity = runtime.identity
+    telemetry.configure({"host": identity.hostname, "proc": identity.name, "pid": os.getpid(),
+                         "job": identity.job_id})
+    if capture:
+        telemetry.install_capture()
+    recorder = telemetry.process_recorder()
+
+    def ship() -> None:
+        batch = recorder.drain_bytes()
+        if batch:
+            if ingest is not None:
+                ingest(batch)
+            elif ship_to is not None and ship_to not in runtime.dead:
+                try:
+                    runtime.outbox.send(ship_to, Telemetry(identity.name, batch), block=False)
+                except PeerGone:
+                    pass  # the controller is gone; this proc is about to be stopped
+        if not runtime._closing:
+            runtime.call_later(SHIP_S, ship)
+
+    runtime.call_later(SHIP_S, ship)
+    runtime.flush_telemetry = ship
+
+
+def call_span(mesh_name: str, method: str, mode: str) -> Any:
+    """The caller's span of one adverb call (not made current: it ends on another thread)."""
+    return telemetry.start_span(f"call {mesh_name}.{method}", None,
+                                {"mesh": mesh_name, "method": method, "adverb": mode},
+                                activate=False)
+
+
+def end_call_span(span: Any, future: Any) -> Callable[[], None]:
+    """A done-callback ending `span` with the future's outcome."""
+    def end() -> None:
+        span.end("error" if future._state == 3 else "ok")
+
+    return end
+
+
+def invocation_span(slot: Any, msg: Any, frames: list[Any]) -> Any:
+    """The actor's span of one invocation, child of the caller's span; current while it runs."""
+    nbytes = sum(len(f) for f in frames) if frames else 0
+    telemetry.count_bytes("received", nbytes)
+    return telemetry.start_span(
+        f"{slot.header.name}.{msg.method}", msg.trace,
+        {"mesh": slot.header.name, "actor_class": slot.header.class_name,
+         "rank": slot.rank.rank, "method": msg.method, "bytes_in": nbytes})
+
+
+def end_invocation(slot: Any, msg: Any, span: Any, started: float, outcome: str) -> None:
+    """Ends an invocation span and counts the message and its latency."""
+    seconds = time.perf_counter() - started
+    span.end(outcome)
+    telemetry.count_message(slot.header.name, msg.method)
+    telemetry.observe_handler_latency(slot.header.name, msg.method, seconds)
+
+
+def tag_actor(slot: Any) -> None:
+    """Tags log lines of the current thread/task with the actor's mesh and rank."""
+    telemetry.set_actor_tags(mesh=slot.header.name, rank=slot.rank.rank,
+                             actor_class=slot.header.class_name,
+                             actor=slot.instance.actor_id)
