@@ -107,13 +107,13 @@ class ActorSlot:
             self.endpoints = {name: prop for name, prop in endpoint_table(cls)[0].items()}
             self.plain = set(endpoint_table(cls)[1])
             self.obj = cls.__new__(cls)
-            token = enter(Context(self.instance, self._view, self.index, self.runtime.view))
+            token = enter(Context(self.instance, self._view, self.index))
             try:
                 self.obj.__init__(*args, **kwargs)
             finally:
                 leave(token)
         except BaseException as exc:  # noqa: BLE001 - any failure of __init__ fails the actor
-            self.fail(f"actor failed during __init__:\n{_format(exc)}", exc)
+            self.fail(f"actor failed during __init__:\n{_format(_strip(exc))}", exc)
             return
         self.state = RUNNING
 

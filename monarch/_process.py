@@ -189,10 +189,6 @@ class ProcessRuntime:
               block: bool = True) -> None:
         """Sends a Reply to `port` = (address, port id). Replies to dead processes are dropped."""
         address, port_id = port
-        if address == self.address:
-            msg = Reply(port_id, index, status, _clock.now(), len(frames))
-            self.call_soon(lambda: self._on_reply(msg, list(frames)))
-            return
         try:
             self.outbox.send(address, Reply(port_id, index, status, _clock.now(), len(frames)),
                              frames, block=block and not self.on_io_thread())

@@ -1,0 +1,298 @@
+"""The actor API on real processes: spawn, every adverb, context, errors, channels, singletons."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+
+from monarch.actor import (Accumulator, Actor, ActorError, Channel, Port, ValueMesh, as_endpoint,
+                           concurrent_endpoint, context, current_actor_name, current_rank,
+                           current_size, endpoint, get_or_spawn_controller, send, this_proc)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Echo(Actor):
+    def __init__(self, tag: str = "echo") -> None:
+        self.tag = tag
+        self.seen: list[int] = []
+
+    @endpoint
+    def whoami(self) -> dict:
+        inst = context().actor_instance
+        return {"rank": inst.rank.rank, "point": dict(current_rank()), "size": current_size(),
+                "name": current_actor_name(), "tag": self.tag}
+
+    @endpoint
+    def add(self, a: int, b: int = 0) -> int:
+        return a + b
+
+    @endpoint
+    def boom(self, x: int) -> None:
+        raise ValueError(f"bad input {x}")
+
+    @endpoint
+    def record(self, i: int) -> None:
+        self.seen.append(i)
+
+    @endpoint
+    def history(self) -> list[int]:
+        return self.seen
+
+    @endpoint(explicit_response_port=True)
+    def twice(self, port: Port, x: int) -> None:
+        port.send(x * 2)
+
+    def plain(self, x: int) -> int:
+        return x + 100
+
+
+class AsyncEcho(Actor):
+    def __init__(self) -> None:
+        self.started: list[int] = []
+
+    @endpoint
+    async def add(self, a: int, b: int = 0) -> int:
+        await asyncio.sleep(0)
+        return a + b
+
+    @concurrent_endpoint
+    async def slow(self, i: int, wait: float) -> int:
+        self.started.append(i)
+        await asyncio.sleep(wait)
+        return i
+
+    @endpoint
+    async def order(self) -> list[int]:
+        return self.started
+
+
+class Mixed(Actor):
+    @endpoint
+    def a(self) -> int:
+        return 1
+
+    @endpoint
+    async def b(self) -> int:
+        return 2
+
+
+class Caller(Actor):
+    """Calls a mesh it was handed (actor -> actor messaging)."""
+
+    @endpoint
+    def call_other(self, other: object, a: int) -> list[int]:
+        values = other.add.call(a, 1).get(timeout=20)  # type: ignore[attr-defined]
+        return [v for _, v in values.items()]
+
+    @endpoint
+    def send_to(self, port: Port, value: int) -> None:
+        port.send(value + context().actor_instance.rank.rank)
+
+
+class Counter(Actor):
+    def __init__(self, start: int) -> None:
+        self.n = start
+
+    @endpoint
+    def incr(self) -> int:
+        self.n += 1
+        return self.n
+
+
+def test_call_returns_value_mesh(procs):
+    mesh = procs.spawn("echo_call", Echo, tag="t")
+    result = mesh.whoami.call().get()
+    assert isinstance(result, ValueMesh)
+    assert len(result) == 4 and result.extent.labels == ["gpus"]
+    for point, value in result.items():
+        assert value["point"] == {"gpus": point["gpus"]}
+        assert value["rank"] == point.rank
+        assert value["size"] == {"gpus": 4}
+        assert value["tag"] == "t"
+    assert repr(result).startswith("ValueMesh({gpus: 4}):\n  (({'gpus': 0/4},")
+
+
+def test_call_one_and_its_error(procs):
+    mesh = procs.spawn("echo_one", Echo)
+    assert mesh.slice(gpus=2).add.call_one(40, b=2).get() == 42
+    with pytest.raises(ValueError, match="call_one requires exactly 1 actor, but mesh has 4"):
+        mesh.add.call_one(1)
+    point = mesh.slice(gpus=3).whoami.call_one().get()
+    assert point["point"] == {} and point["rank"] == 3
+
+
+def test_choose_picks_one_rank(procs):
+    mesh = procs.spawn("echo_choose", Echo)
+    ranks = {mesh.whoami.choose().get()["rank"] for _ in range(30)}
+    assert ranks <= {0, 1, 2, 3} and len(ranks) >= 2
+
+
+def test_stream_yields_every_rank(procs):
+    mesh = procs.spawn("echo_stream", Echo)
+    futures = list(mesh.whoami.stream())
+    assert sorted(f.get()["rank"] for f in futures) == [0, 1, 2, 3]
+
+
+def test_broadcast_then_call_sees_it_in_order(procs):
+    mesh = procs.spawn("echo_bcast", Echo)
+    for i in range(50):
+        mesh.record.broadcast(i)
+    histories = mesh.history.call().get()
+    for _, seen in histories.items():
+        assert seen == list(range(50))
+
+
+def test_ordering_under_a_cast_storm(procs):
+    """Casts (through the tree) and direct calls from one sender arrive in send order."""
+    mesh = procs.spawn("echo_storm", Echo)
+    expected: dict[int, list[int]] = {r: [] for r in range(4)}
+    for i in range(400):
+        if i % 3 == 0:
+            mesh.record.broadcast(i)
+            for r in range(4):
+                expected[r].append(i)
+        elif i % 3 == 1:
+            r = i % 4
+            mesh.slice(gpus=r).record.broadcast(i)
+            expected[r].append(i)
+        else:
+            sub = mesh.slice(gpus=slice(1, 4))
+            sub.record.broadcast(i)
+            for r in (1, 2, 3):
+                expected[r].append(i)
+    for point, seen in mesh.history.call().get().items():
+        assert seen == expected[point.rank]
+
+
+def test_actor_error_text_and_survival(procs):
+    mesh = procs.spawn("a", Echo)
+    with pytest.raises(ActorError) as info:
+        mesh.boom.call(3).get()
+    err = info.value
+    assert isinstance(err.exception, ValueError) and str(err.exception) == "bad input 3"
+    text = str(err)
+    assert text.startswith("Actor call a.boom failed.\n Traceback of where the remote call failed"
+                           " (most recent call last):\n")
+    assert 'raise ValueError(f"bad input {x}")' in text
+    assert text.rstrip().endswith("ValueError: bad input 3")
+    with pytest.raises(ActorError, match="Actor call a.boom failed."):
+        mesh.slice(gpus=0).boom.call_one(1).get()
+    assert mesh.slice(gpus=0).add.call_one(1, 2).get() == 3
+
+
+def test_future_timeout(procs):
+    mesh = procs.spawn("slowpoke", AsyncEcho)
+    fut = mesh.slice(gpus=0).slow.call_one(1, 2.0)
+    with pytest.raises(TimeoutError):
+        fut.get(timeout=0.05)
+    assert fut.get(timeout=10) == 1
+
+
+def test_async_actor_and_concurrent_endpoint(procs):
+    mesh = procs.spawn("async_echo", AsyncEcho)
+    assert mesh.slice(gpus=1).add.call_one(2, b=3).get() == 5
+    one = mesh.slice(gpus=0)
+    slow = one.slow.call_one(1, 1.0)
+    fast = one.slow.call_one(2, 0.0)
+    assert fast.get(timeout=10) == 2 and not slow.done()
+    assert slow.get(timeout=10) == 1
+    assert one.order.call_one().get() == [1, 2]
+
+
+def test_mixed_sync_async_is_a_value_error(procs):
+    with pytest.raises(ValueError) as info:
+        procs.spawn("mixed", Mixed)
+    assert str(info.value) == (
+        f"{Mixed} mixes both async and sync endpoints.Synchronous endpoints cannot be mixed "
+        "with async endpoints because they can cause the asyncio loop to deadlock if they "
+        "wait.sync: ['a'] async: ['b']")
+
+
+def test_await_from_a_running_loop(procs):
+    mesh = procs.spawn("awaited", Echo)
+
+    async def main() -> tuple[int, list[int]]:
+        one = await mesh.slice(gpus=0).add.call_one(1, 1)
+        many = await mesh.add.call(2, 2)
+        # .get() also works while a loop runs in this thread (Jupyter does this).
+        again = mesh.slice(gpus=1).add.call_one(5).get()
+        return one + again, list(many.values())
+
+    assert asyncio.run(main()) == (7, [4, 4, 4, 4])
+
+
+def test_explicit_response_port_and_as_endpoint(procs):
+    mesh = procs.spawn("ports", Echo)
+    assert mesh.slice(gpus=0).twice.call_one(21).get() == 42
+    assert as_endpoint(mesh.slice(gpus=0).plain).call_one(1).get() == 101
+    with pytest.raises(AttributeError):
+        mesh.nope  # noqa: B018
+
+
+def test_channel_port_send_and_accumulator(procs):
+    mesh = procs.spawn("callers", Caller)
+    port, receiver = Channel.open()
+    mesh.send_to.broadcast(port, 10)
+    assert sorted(receiver.recv().get(timeout=10) for _ in range(4)) == [10, 11, 12, 13]
+    echo = procs.spawn("acc", Echo)
+    total = Accumulator(echo.add, 0, lambda acc, v: acc + v).accumulate(1, 2).get()
+    assert total == 12
+    port2, receiver2 = Channel.open()
+    send(echo.add, (5,), {"b": 1}, port=port2)
+    assert [receiver2.recv().get(timeout=10) for _ in range(4)] == [6, 6, 6, 6]
+
+
+def test_meshes_and_ports_pass_to_other_actors(procs):
+    callers = procs.spawn("passer", Caller)
+    targets = procs.spawn("target", Echo)
+    restored = pickle.loads(pickle.dumps(targets))
+    assert restored.add.call(1).get().item(gpus=0) == 1
+    result = callers.slice(gpus=0).call_other.call_one(targets.slice(gpus=slice(1, 3)), 5).get()
+    assert result == [6, 6]
+
+
+def test_slicing_geometry(procs2x2):
+    mesh = procs2x2.spawn("geo", Echo)
+    assert mesh.extent.labels == ["hosts", "gpus"] and mesh.sizes == {"hosts": 2, "gpus": 2}
+    assert mesh.size() == 4 and len(mesh) == 4 and mesh.size("gpus") == 2
+    row = mesh.slice(hosts=1)
+    assert row.sizes == {"gpus": 2}
+    assert [v["rank"] for v in row.whoami.call().get().values()] == [2, 3]
+    flat = mesh.flatten("r")
+    assert flat.sizes == {"r": 4}
+    assert [v["point"] for v in flat.whoami.call().get().values()] == [
+        {"r": 0}, {"r": 1}, {"r": 2}, {"r": 3}]
+    assert mesh.rename(gpus="g").sizes == {"hosts": 2, "g": 2}
+    assert mesh.flatten("r").split(r=("a", "b"), b=2).sizes == {"a": 2, "b": 2}
+    with pytest.raises(TypeError, match="Shape does not have dimension labeled 'foo'"):
+        mesh.slice(foo=1)
+    with pytest.raises(IndexError, match="index out of range"):
+        mesh.slice(gpus=2)
+    assert repr(mesh) == "ActorMesh(class=<class 'test_actors.Echo'>, shape={hosts=2,gpus=2})"
+
+
+def test_get_or_spawn_controller_is_a_singleton(procs):
+    first = get_or_spawn_controller("counter", Counter, 10).get()
+    second = get_or_spawn_controller("counter", Counter, 99).get()
+    assert first.incr.call_one().get() == 11
+    assert second.incr.call_one().get() == 12
+
+
+def test_this_proc_hosts_actors_in_the_controller():
+    import os
+
+    mesh = this_proc().spawn("local", Echo)
+    assert mesh.add.call_one(1, 1).get() == 2
+    assert len(mesh) == 1 and os.getpid() > 0
+
+
+def test_stop_then_calls_fail(procs):
+    from monarch.actor import SupervisionError
+
+    mesh = procs.spawn("stoppable", Echo)
+    mesh.stop().get(timeout=20)
+    with pytest.raises(SupervisionError, match=r"Endpoint call stoppable.add\(\) failed"):
+        mesh.slice(gpus=0).add.call_one(1).get(timeout=20)
