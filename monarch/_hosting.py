@@ -12,6 +12,7 @@ import collections
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -135,6 +136,11 @@ class ActorSlot:
             else:
                 args, kwargs = (), {}
         except Exception as exc:  # noqa: BLE001 - reported to the caller, actor survives
+            if msg.port is None:  # a broadcast nobody can tell: report it, keep the actor
+                self.runtime.internal_errors += 1
+                print(f"monarch: dropped a message to {self.instance.name}.{msg.method}: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+                return None
             self.answer_error(msg, exc)
             return None
         if prop is not None and prop._explicit_response_port:
@@ -482,6 +488,24 @@ def ping_handler(runtime: ProcessRuntime) -> Any:
             runtime.reply(msg.port, msg.lo, FAILED, [data])
 
     return ping
+
+
+def stats_handler(runtime: ProcessRuntime) -> Any:
+    """The system method `stats`: this process's counters (inbox refusals, actors, queues)."""
+    def stats(msg: Call, frames: list[Any]) -> None:
+        if msg.port is None:
+            return
+        inbox = runtime.inbox.stats
+        body = {"received": inbox.received, "bad_frames": inbox.bad_frames,
+                "denied_peers": inbox.denied_peers,
+                "failed_handshakes": inbox.failed_handshakes,
+                "internal_errors": runtime.internal_errors, "pid": os.getpid(),
+                "actors": {mesh: {"state": slot.state, "handled": slot.handled}
+                           for mesh, slot in runtime.actors.items()}}
+        data, _ = _serial.dumps(body)
+        runtime.reply(msg.port, msg.lo, OK, [data])
+
+    return stats
 
 
 def supervise_handler(runtime: ProcessRuntime) -> Any:

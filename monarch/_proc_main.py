@@ -61,6 +61,7 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     runtime.system_methods["spawn"] = _hosting.spawn_handler(runtime, proc_mesh)
     runtime.system_methods["stop_actors"] = _hosting.stop_handler(runtime)
     runtime.system_methods["ping"] = _hosting.ping_handler(runtime)
+    runtime.system_methods["stats"] = _hosting.stats_handler(runtime)
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])

@@ -15,6 +15,7 @@ from ._errors import UnpicklableError
 from ._future import Future
 from ._ports import CallInfo, CallSink
 from ._shape import Extent, View
+from ._value_mesh import ValueMesh
 from ._wire import _serial
 
 T = TypeVar("T", bound=Actor)
@@ -115,6 +116,21 @@ class ProcMesh:
     def initialized(self) -> Future[None]:
         """A future settled once every proc answers."""
         return _system_call(self._procs, self._table, self._view, self._ranks, "ping", {})
+
+    def stats(self) -> Future[Any]:
+        """A future of a ValueMesh of each proc's counters (messages received, frames and peers
+        refused, internal errors, its actors)."""
+        runtime = _process.current() or _runtime()
+        future: Future[Any] = Future()
+        addresses = tuple(self._table[r] for r in self._ranks)
+        info = CallInfo(f"@{self._procs}", "stats", lambda i: f"<proc {addresses[i]}>")
+        extent = self._view.extent
+        port = runtime.new_port(CallSink(future, addresses, info,
+                                         lambda values: ValueMesh(extent, values)))
+        sender = _context.context().actor_instance._sender
+        runtime.cast(sender, "@" + self._procs, "stats", self._procs, self._table, self._view,
+                     self._ranks, [], (runtime.address, port))
+        return future
 
     def stop(self) -> Future[None]:
         """Stops every proc of this mesh (actors' `__cleanup__` run first); waits for exits."""

@@ -155,7 +155,7 @@ class View:
         coords = [0] * len(self.sizes)
         for dim in sorted(range(len(self.sizes)), key=lambda d: -self.strides[d]):
             stride = self.strides[dim]
-            if stride:
+            if stride and self.sizes[dim] > 1:
                 coords[dim] = rest // stride
                 rest -= coords[dim] * stride
         if rest or any(not 0 <= c < s for c, s in zip(coords, self.sizes)):

@@ -122,6 +122,7 @@ class Job:
         runtime.system_methods["spawn"] = _hosting.spawn_handler(runtime, lambda: self.proc_mesh)
         runtime.system_methods["stop_actors"] = _hosting.stop_handler(runtime)
         runtime.system_methods["ping"] = _hosting.ping_handler(runtime)
+        runtime.system_methods["stats"] = _hosting.stats_handler(runtime)
         runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,

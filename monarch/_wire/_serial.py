@@ -35,8 +35,8 @@ class _Pickler(cloudpickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         kind = type(obj)
-        if kind is bytes and len(obj) >= OOB_MIN_BYTES:
-            return _bytes_from_buffer, (pickle.PickleBuffer(obj),)
+        if kind is _BigBytes:
+            return _bytes_from_buffer, (pickle.PickleBuffer(obj.data),)
         if "torch" in sys.modules and kind.__module__.startswith("torch"):
             reduced = _reduce_tensor(obj)
             if reduced is not None:
@@ -44,11 +44,41 @@ class _Pickler(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
+class _BigBytes:
+    """Marks a large `bytes` for out-of-band pickling.
+
+    The pickler never offers exact `bytes` to `reducer_override`, so `dumps` swaps large ones
+    found near the top of the payload (arguments, results, their direct containers) for this.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def _mark_big_bytes(obj: Any, depth: int = 2) -> Any:
+    kind = type(obj)
+    if kind is bytes:
+        return _BigBytes(obj) if len(obj) >= OOB_MIN_BYTES else obj
+    if depth == 0:
+        return obj
+    if kind is tuple or kind is list:
+        marked = [_mark_big_bytes(item, depth - 1) for item in obj]
+        if any(a is not b for a, b in zip(marked, obj)):
+            return kind(marked)
+        return obj
+    if kind is dict:
+        if any(type(v) is bytes or type(v) in (tuple, list, dict) for v in obj.values()):
+            return {k: _mark_big_bytes(v, depth - 1) for k, v in obj.items()}
+    return obj
+
+
 def dumps(obj: Any, persistent: Callable[[Any], Any] | None = None) -> tuple[bytes, Buffers]:
     """Pickles `obj`; returns the pickle bytes and the out-of-band buffers (in order)."""
     buffers: Buffers = []
     file = io.BytesIO()
-    _Pickler(file, buffers.append, persistent).dump(obj)
+    _Pickler(file, buffers.append, persistent).dump(_mark_big_bytes(obj))
     return file.getvalue(), buffers
 
 

@@ -1,0 +1,74 @@
+"""Leadership of a process's loop: one leader at a time, the baton never lost."""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+
+from monarch._leader import BATON, Leadership
+
+
+def test_parked_baton_is_taken_without_waking_anyone():
+    woken = []
+    lead = Leadership(lambda: woken.append(1))
+    me: queue.SimpleQueue = queue.SimpleQueue()
+    lead.want(me)  # the I/O thread leads: the follower queues and wakes it
+    assert woken == [1] and lead.wanted()
+    assert lead.release(lead.io_queue) is False and me.get_nowait() is BATON
+    assert lead.release(me) is False  # nobody waits: parked
+    other: queue.SimpleQueue = queue.SimpleQueue()
+    assert lead.want(other) is True and woken == [1]
+
+
+def test_cancel_after_the_baton_was_handed_passes_it_on():
+    lead = Leadership(lambda: None)
+    me: queue.SimpleQueue = queue.SimpleQueue()
+    me.put("work-1")
+    lead.want(me)
+    lead.release(lead.io_queue)  # hands BATON to me, behind work-1
+    me.put("work-2")
+    stash: collections.deque = collections.deque()
+    lead.cancel(me, stash)
+    assert list(stash) == ["work-1"] and me.get_nowait() == "work-2"
+    assert lead.take_if_parked(lead.io_queue, 0.0)  # it went back to being parked
+
+
+def test_io_thread_keeps_the_baton_when_its_follower_gave_up():
+    lead = Leadership(lambda: None)
+    me: queue.SimpleQueue = queue.SimpleQueue()
+    lead.want(me)
+    lead.cancel(me, None)
+    assert lead.release(lead.io_queue) is True
+
+
+def test_many_threads_never_lead_at_once():
+    woken = threading.Event()
+    lead = Leadership(woken.set)
+    holders = []
+    inside = threading.Lock()
+    errors = []
+
+    def io_thread() -> None:  # yields to the first follower, as the runtime's I/O thread does
+        woken.wait(10)
+        lead.release(lead.io_queue)
+
+    def worker() -> None:
+        me: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(200):
+            if not lead.want(me) and me.get(timeout=10) is not BATON:
+                errors.append("no baton")
+                return
+            if not inside.acquire(blocking=False):
+                errors.append("two leaders")
+            holders.append(1)
+            inside.release()
+            lead.release(me)
+
+    threads = [threading.Thread(target=io_thread)] + [
+        threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors and len(holders) == 800
