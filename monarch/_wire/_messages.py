@@ -149,6 +149,20 @@ class Telemetry:
     batch: bytes
 
 
+@message(7)
+class Batch:
+    """Several Calls for one destination in one zmq message (a forwarding hop coalesces what
+    it forwards to each child within one drain of its inbox). `calls` holds each Call's fields
+    (without version and kind); their frames follow the envelope, in order."""
+
+    calls: tuple
+    nframes: int
+
+
+CALL_FIELDS = 12
+"""Number of fields of a Call (for validating the entries of a Batch)."""
+
+
 class Seqs:
     """Run-length encoded sequence numbers: `((first_value, count), ...)` for consecutive
     indices; a run holds `count` equal values."""
