@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monarch._wire._messages import (KINDS, VERSION, Call, Notice, ProcExited, ProcStarted, Reply,
-                                     Seqs, Telemetry, WireError, decode, encode)
+from monarch._wire._messages import (KINDS, VERSION, Batch, Call, Notice, ProcExited, ProcStarted,
+                                     Reply, Seqs, Telemetry, WireError, decode, encode)
 
 names = st.text(max_size=20)
 ints = st.integers(min_value=0, max_value=2**62)
@@ -18,9 +18,13 @@ traces = st.none() | st.tuples(st.binary(min_size=16, max_size=16),
                                st.binary(min_size=8, max_size=8))
 ports = st.none() | st.tuples(names, ints)
 
+calls = st.builds(Call, names, names, names, names, views, ints, ints, runs, ports, traces, ints,
+                  st.integers(0, 50))
+
 SAMPLES = {
-    Call: st.builds(Call, names, names, names, names, views, ints, ints, runs, ports, traces,
-                    ints, st.integers(0, 50)),
+    Call: calls,
+    Batch: st.builds(Batch, st.lists(calls.map(lambda c: c._getter(c)), max_size=4).map(tuple),
+                     st.integers(0, 50)),
     Reply: st.builds(Reply, ints, st.integers(-1, 1000), st.integers(0, 2), ints,
                      st.integers(0, 50)),
     ProcStarted: st.builds(ProcStarted, names, ints, names, names),
