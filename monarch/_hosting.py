@@ -114,7 +114,7 @@ class ActorSlot:
             finally:
                 leave(token)
         except BaseException as exc:  # noqa: BLE001 - any failure of __init__ fails the actor
-            self.fail(f"actor failed during __init__:\n{_format(_strip(exc))}", exc)
+            self.fail(_aborted(_strip(exc)), exc)
             return
         self.state = RUNNING
 
@@ -171,7 +171,7 @@ class ActorSlot:
         """Sends an endpoint's exception to the caller; for a broadcast, fails the actor."""
         self.handled += 1
         if msg.port is None:
-            self.fail(f"actor explicitly aborted due to: {_format(exc)}", exc)
+            self.fail(_aborted(exc), exc)
             return
         tb = _format(exc)
         try:
@@ -186,7 +186,7 @@ class ActorSlot:
             return
         self.state = FAILED_STATE
         self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
-                        f"  {reason}")
+                        f"  {_indent(reason)}")
         report = {"mesh": self.header.mesh, "mesh_name": self.header.name,
                   "rank": self.rank.rank, "base_rank": self.base_rank,
                   "class_name": self.header.class_name, "owner": self.header.owner,
@@ -546,6 +546,17 @@ def _strip(exc: BaseException) -> BaseException:
     if tb is not None and tb.tb_next is not None:
         exc.__traceback__ = tb.tb_next
     return exc
+
+
+def _aborted(exc: BaseException) -> str:
+    """Monarch's words for an actor killed by an exception (in __init__ or a broadcast)."""
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "actor explicitly aborted due to: " + "".join(lines).rstrip("\n")
+
+
+def _indent(text: str) -> str:
+    """Indents the lines after the first by two spaces (failure reports nest reasons)."""
+    return text.replace("\n", "\n  ")
 
 
 def _format(exc: BaseException) -> str:

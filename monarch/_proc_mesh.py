@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from . import _context, _process, _services
+from . import _context, _process, _services, config
 from ._actor import Actor
 from ._actor_mesh import ActorMesh
 from ._endpoint import check_sync_async, endpoint_table
@@ -190,6 +190,9 @@ def stop_actors(mesh: ActorMesh[Any], reason: str) -> Future[None]:
             runtime.failed_actors.setdefault((mesh._mesh_id, rank), mesh._report(i, reason))
 
     done.add_done_callback(remember)
+    # An actor stuck in a handler never answers: after stop_actor_timeout it counts as stopped
+    # (it takes no more messages; ProcMesh.stop() ends its process).
+    runtime.call_later(config.seconds("stop_actor_timeout"), lambda: done.set_result(None))
     return done
 
 

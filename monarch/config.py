@@ -62,6 +62,26 @@ def get(key: str) -> Any:
     return _values.get(key, SUPPORTED[key])
 
 
+def seconds(key: str) -> float:
+    """A duration knob in seconds (knobs take numbers or humantime strings like "1m 30s")."""
+    return parse_duration(get(key))
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds in a number or a humantime string ("250ms", "30s", "5m", "2h", "1h 30m")."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    units = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+    total = 0.0
+    for part in str(value).split():
+        number = part.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = part[len(number):] or "s"
+        if not number or unit not in units:
+            raise ValueError(f"not a duration: {value!r}")
+        total += float(number) * units[unit]
+    return total
+
+
 def get_runtime_config() -> dict[str, Any]:
     """Every knob set in this process (defaults included for supported ones)."""
     return {**SUPPORTED, **_values}

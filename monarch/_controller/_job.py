@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import _hosting, _instrument, _process, _services, telemetry
+from .. import _hosting, _instrument, _process, _services, config, telemetry
 from .._context import Context, Instance, set_root
 from .._future import Future
 from .._host._agent import HostAgent
@@ -34,8 +34,6 @@ from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
 
 LOCAL_HOST = "local"
-STOP_GRACE_S = 10.0
-"""How long a stopping proc may take before it is SIGKILLed."""
 
 _job: "Job | None" = None
 _lock = threading.Lock()
@@ -220,7 +218,8 @@ class Job:
         done = self.supervisor.stopping(records)
         for record in live:
             self.runtime.notify(record.address, "stop_proc", {})
-        self.runtime.call_later(STOP_GRACE_S, lambda: self._kill_stragglers(live))
+        grace = config.seconds("process_exit_timeout")
+        self.runtime.call_later(grace, lambda: self._kill_stragglers(live))
         return done
 
     def _kill_stragglers(self, records: list[ProcRecord]) -> None:

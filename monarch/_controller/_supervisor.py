@@ -200,13 +200,9 @@ class Supervisor:
 
 
 def exit_reason(status: int) -> str:
-    """Monarch's words for how a proc ended."""
+    """Monarch's words for how a proc ended (`Killed(sig=9)`, `non-zero code 1`)."""
     if status < 0:
-        try:
-            name = _signal.Signals(-status).name
-        except ValueError:
-            name = f"signal {-status}"
-        return f"the process this actor was running on was killed by {name} (signal {-status})"
+        return f"the process this actor was running on failed: Killed(sig={-status})"
     if status == 0:
         return "the process this actor was running on exited unexpectedly with code 0"
     return f"the process this actor was running on exited with non-zero code {status}"

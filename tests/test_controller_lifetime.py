@@ -1,0 +1,138 @@
+"""The controller process as a whole: fail-fast by default, and no orphans whatever happens."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+PRELUDE = textwrap.dedent('''
+    import os, signal, sys, time
+    from monarch.actor import Actor, endpoint, this_host
+
+    class A(Actor):
+        @endpoint
+        def pid(self):
+            return os.getpid()
+
+        @endpoint
+        def exit1(self):
+            os._exit(1)
+
+        @endpoint
+        def explode(self):
+            raise RuntimeError("boom in broadcast")
+
+        @endpoint
+        def wait(self, seconds):
+            time.sleep(seconds)
+''')
+
+
+def script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "controller.py"
+    path.write_text(PRELUDE + textwrap.dedent(body))
+    return path
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.parametrize("failure, reason", [
+    ("mesh.slice(gpus=0).exit1.call_one().get()",
+     "the process this actor was running on exited with non-zero code 1"),
+    ("mesh.slice(gpus=1).explode.broadcast(); mesh.slice(gpus=0).wait.call_one(60).get()",
+     "RuntimeError: boom in broadcast"),
+])
+def test_unhandled_failure_ends_the_controller_even_while_blocked(tmp_path, failure, reason):
+    path = script(tmp_path, f'''
+        procs = this_host().spawn_procs(per_host={{"gpus": 2}})
+        mesh = procs.spawn("doomed", A)
+        mesh.pid.call().get()
+        started = time.monotonic()
+        {failure}
+        print("not reached", flush=True)
+    ''')
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=90, cwd=tmp_path)
+    assert out.returncode != 0
+    assert "not reached" not in out.stdout
+    assert "Unhandled monarch error on the root actor, hostname=" in out.stderr
+    assert "The actor <root>.<__main__.A doomed{'gpus': " in out.stderr
+    assert reason in out.stderr
+
+
+@pytest.mark.parametrize("ending", ["sigkill", "exit", "exception"])
+def test_no_orphans_when_the_controller_ends(tmp_path, ending):
+    finish = {
+        "sigkill": "time.sleep(60)",
+        "exit": "os._exit(0)",
+        "exception": "raise SystemExit('controller gives up')",
+    }[ending]
+    path = script(tmp_path, f'''
+        procs = this_host().spawn_procs(per_host={{"gpus": 3}})
+        mesh = procs.spawn("orphans", A)
+        pids = list(mesh.pid.call().get().values())
+        from monarch._controller._job import current_job
+        print(__import__("json").dumps({{"procs": pids, "zygote": current_job().agent.zygote_pid}}),
+              flush=True)
+        {finish}
+    ''')
+    child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True,
+                             cwd=tmp_path)
+    try:
+        started = json.loads(child.stdout.readline())
+        pids = [*started["procs"], started["zygote"]]
+        assert all(alive(p) for p in pids)
+        if ending == "sigkill":
+            child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        assert wait_gone(pids) == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_run_directory_is_private_and_removed(tmp_path):
+    path = script(tmp_path, '''
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        procs.spawn("x", A).pid.call().get()
+        from monarch._controller._job import current_job
+        run_dir = current_job().run_dir
+        print(oct(run_dir.stat().st_mode & 0o777), oct(run_dir.parent.stat().st_mode & 0o777),
+              run_dir, flush=True)
+    ''')
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=90, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    mode, parent_mode, run_dir = out.stdout.split()
+    assert mode == "0o700" and parent_mode == "0o700"
+    assert not Path(run_dir).exists()

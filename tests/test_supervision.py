@@ -1,0 +1,288 @@
+"""Supervision and fault injection: failures are detected fast, reported well, and never hang.
+
+Every test kills or breaks procs of its own mesh. The session's fault hook (see conftest)
+collects the failures that reach the root instead of ending the test run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from monarch.actor import Actor, ActorError, SupervisionError, context, endpoint, this_host
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Victim(Actor):
+    def __init__(self) -> None:
+        self.cleaned = False
+
+    @endpoint
+    def ok(self) -> int:
+        return context().actor_instance.rank.rank
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+    @endpoint
+    def exit1(self) -> None:
+        os._exit(1)
+
+    @endpoint
+    def kill9(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    @endpoint
+    def segfault(self) -> None:
+        ctypes.string_at(0)
+
+    @endpoint
+    def hang(self) -> None:
+        threading.Event().wait()
+
+    @endpoint
+    def explode(self) -> None:
+        raise RuntimeError("boom in broadcast")
+
+    @endpoint
+    def abort(self) -> None:
+        context().actor_instance.abort("giving up")
+
+    @endpoint
+    def size_of(self, data: bytearray) -> int:
+        return len(data)
+
+
+class BadInit(Actor):
+    def __init__(self) -> None:
+        raise RuntimeError("init failed")
+
+    @endpoint
+    def ok(self) -> int:
+        return 1
+
+
+class Owner(Actor):
+    """Spawns a child mesh and supervises it."""
+
+    def __init__(self, handle: bool) -> None:
+        self.handle = handle
+        self.seen: list[str] = []
+        self.child = this_host().spawn_procs(per_host={"gpus": 2})
+        self.victims = self.child.spawn("owned", Victim)
+
+    @endpoint
+    def child_pids(self) -> list[int]:
+        return list(self.victims.pid.call().get(timeout=30).values())
+
+    @endpoint
+    def kill_child(self) -> None:
+        self.victims.slice(gpus=1).kill9.broadcast()
+
+    @endpoint
+    def supervised(self) -> list[str]:
+        return self.seen
+
+    def __supervise__(self, failure) -> bool:
+        self.seen.append(failure.report())
+        return self.handle
+
+
+def fresh(n: int = 4):
+    return this_host().spawn_procs(per_host={"gpus": n})
+
+
+def about(mesh_name: str):
+    return lambda failure: failure.mesh_name == mesh_name
+
+
+def test_sigkill_fails_in_flight_and_later_calls_fast_and_survivors_work(fault_log):
+    procs = fresh()
+    mesh = procs.spawn("killed", Victim)
+    assert list(mesh.ok.call().get().values()) == [0, 1, 2, 3]
+    pids = list(mesh.pid.call().get().values())
+    hanging = mesh.slice(gpus=2).hang.call_one()
+    os.kill(pids[2], signal.SIGKILL)
+    with pytest.raises(SupervisionError) as info:
+        hanging.get(timeout=20)  # in flight on the dead proc: fails, never hangs
+    assert str(info.value) == (
+        "Endpoint call killed.hang() failed, The actor <root>.<test_supervision.Victim "
+        "killed{'gpus': 2/4}> and all its descendants have failed:\n"
+        "  the process this actor was running on failed: Killed(sig=9)")
+    with pytest.raises(SupervisionError, match="Killed"):
+        mesh.ok.call().get(timeout=20)  # includes the dead rank
+    with pytest.raises(SupervisionError):
+        mesh.slice(gpus=2).ok.call_one().get(timeout=20)
+    survivors = mesh.slice(gpus=slice(0, 2))
+    assert list(survivors.ok.call().get(timeout=20).values()) == [0, 1]
+    failure = fault_log.wait_for(about("killed"))
+    assert failure.rank == 2 and failure.signal == 9 and failure.pid and failure.host
+    assert failure.class_name == "test_supervision.Victim"
+    again = fresh(2).spawn("recovered", Victim)
+    assert list(again.ok.call().get(timeout=20).values()) == [0, 1]
+
+
+@pytest.mark.parametrize("method, reason", [
+    ("exit1", "the process this actor was running on exited with non-zero code 1"),
+    ("segfault", "the process this actor was running on failed: Killed(sig=11)"),
+])
+def test_process_deaths_are_reported_with_their_cause(fault_log, method, reason):
+    procs = fresh(2)
+    mesh = procs.spawn(f"dies_{method}", Victim)
+    mesh.ok.call().get()
+    with pytest.raises(SupervisionError) as info:
+        getattr(mesh.slice(gpus=0), method).call_one().get(timeout=20)
+    assert str(info.value).endswith(reason)
+    failure = fault_log.wait_for(about(f"dies_{method}"))
+    assert failure.report().endswith(reason)
+    assert mesh.slice(gpus=1).ok.call_one().get(timeout=20) == 1
+
+
+def test_exception_in_init_is_a_supervision_event(fault_log, procs):
+    mesh = procs.spawn("bad_init", BadInit)
+    with pytest.raises(SupervisionError) as info:
+        mesh.ok.call().get(timeout=20)
+    text = str(info.value)
+    assert text.startswith("Endpoint call bad_init.ok() failed, The actor <root>.<test_supervision"
+                           ".BadInit bad_init{'gpus': ")
+    assert "actor explicitly aborted due to: Traceback (most recent call last):" in text
+    assert "RuntimeError: init failed" in text
+    failure = fault_log.wait_for(about("bad_init"))
+    assert 'raise RuntimeError("init failed")' in failure.report()
+
+
+def test_exception_in_broadcast_fails_the_actor(fault_log, procs):
+    mesh = procs.spawn("exploder", Victim)
+    mesh.slice(gpus=1).explode.broadcast()
+    failure = fault_log.wait_for(about("exploder"))
+    assert "actor explicitly aborted due to: " in failure.report()
+    assert "RuntimeError: boom in broadcast" in failure.report()
+    with pytest.raises(SupervisionError, match="boom in broadcast"):
+        mesh.slice(gpus=1).ok.call_one().get(timeout=20)
+    assert mesh.slice(gpus=0).ok.call_one().get(timeout=20) == 0
+
+
+def test_abort_from_inside_an_actor(fault_log, procs):
+    mesh = procs.spawn("aborter", Victim)
+    mesh.slice(gpus=3).abort.call_one().get(timeout=20)
+    failure = fault_log.wait_for(about("aborter"))
+    assert "actor explicitly aborted due to: giving up" in failure.report()
+    with pytest.raises(SupervisionError):
+        mesh.slice(gpus=3).ok.call_one().get(timeout=20)
+
+
+def test_hanging_endpoint_times_out_and_stop_ends_it(fault_log):
+    from monarch.config import configured
+
+    procs = fresh(2)
+    mesh = procs.spawn("hangs", Victim)
+    pids = list(mesh.pid.call().get().values())
+    stuck = mesh.slice(gpus=0).hang.call_one()
+    with pytest.raises(TimeoutError):
+        stuck.get(timeout=0.2)
+    with configured(process_exit_timeout="1s"):
+        procs.stop().get(timeout=30)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with pytest.raises(SupervisionError):
+        stuck.get(timeout=20)
+
+
+def test_actor_owner_supervises_its_child_mesh(fault_log, procs):
+    owner = procs.spawn("owner_ok", Owner, True).slice(gpus=0)
+    owner.child_pids.call_one().get(timeout=30)
+    owner.kill_child.call_one().get(timeout=30)
+    deadline = time.monotonic() + 20
+    while not owner.supervised.call_one().get(timeout=20):
+        assert time.monotonic() < deadline, "__supervise__ was not called"
+        time.sleep(0.05)
+    report = owner.supervised.call_one().get()[0]
+    assert "owned{'gpus': 1/2}" in report and "Killed(sig=9)" in report
+    assert not [f for f in fault_log.failures if f.mesh_name in ("owned", "owner_ok")]
+
+
+def test_unhandled_child_failure_escalates_to_the_owner_and_root(fault_log, procs):
+    owner = procs.spawn("owner_no", Owner, False).slice(gpus=0)
+    owner.child_pids.call_one().get(timeout=30)
+    owner.kill_child.call_one().get(timeout=30)
+    failure = fault_log.wait_for(about("owner_no"))
+    assert "did not handle it" in failure.report() and "owned" in failure.report()
+    with pytest.raises(SupervisionError):
+        owner.supervised.call_one().get(timeout=20)
+
+
+def test_one_gib_argument(procs):
+    mesh = procs.spawn("big", Victim)
+    data = bytearray(1 << 30)
+    assert mesh.slice(gpus=0).size_of.call_one(data).get(timeout=60) == 1 << 30
+
+
+def test_kill_random_ranks_under_steady_load(fault_log):
+    """Every call either succeeds or raises a clear error: nothing is lost, nothing hangs."""
+    procs = fresh(4)
+    mesh = procs.spawn("load", Victim)
+    pids = list(mesh.pid.call().get().values())
+    outcomes = {"ok": 0, "supervision": 0}
+    issued = 0
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        nonlocal issued
+        rank = 0
+        while not stop.is_set():
+            issued += 1
+            try:
+                mesh.slice(gpus=rank % 4).ok.call_one().get(timeout=20)
+                outcomes["ok"] += 1
+            except SupervisionError:
+                outcomes["supervision"] += 1
+            except BaseException as exc:  # noqa: BLE001 - anything else is a test failure
+                errors.append(exc)
+            rank += 1
+
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    for pid in random.Random(7).sample(pids, 2):
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert outcomes["ok"] + outcomes["supervision"] == issued
+    assert outcomes["ok"] > 0 and outcomes["supervision"] > 0
+    assert len([f for f in fault_log.failures if f.mesh_name == "load"]) == 2
+
+
+def test_failures_are_kept_with_their_details(fault_log):
+    from monarch._controller._job import current_job
+
+    procs = fresh(2)
+    mesh = procs.spawn("recorded", Victim)
+    mesh.ok.call().get()
+    with pytest.raises(SupervisionError):
+        mesh.slice(gpus=1).exit1.call_one().get(timeout=20)
+    fault_log.wait_for(about("recorded"))
+    kept = [f for f in current_job().supervisor.failures if f["mesh_name"] == "recorded"]
+    assert kept and kept[0]["exit_code"] == 1 and kept[0]["rank"] == 1
+    assert kept[0]["class_name"] == "test_supervision.Victim" and kept[0]["pid"]
+
+
+def test_remote_error_still_an_actor_error(procs):
+    mesh = procs.spawn("not_fatal", Victim)
+    with pytest.raises(ActorError):
+        mesh.slice(gpus=0).size_of.call_one(None).get(timeout=20)
+    assert mesh.slice(gpus=0).ok.call_one().get(timeout=20) == 0
