@@ -275,15 +275,70 @@ def bench_tensor(rig: Rig) -> dict[str, float]:
 # `rig.mesh`, which the other rows share.
 
 
-@bench("death", planned=True)
-def bench_death(rig: Rig) -> dict[str, float]:
-    """Proc death -> caller's error and -> owner's __supervise__: death_to_error_ms, ..._supervise_ms.
+class DeathVictim(Actor):
+    @endpoint
+    def ok(self) -> int:
+        return 1
 
-    Plan: an owner actor (defining __supervise__) spawns a 1-proc mesh, the controller kills that
-    proc (an endpoint calling os._exit), then times a pending call's failure and the
-    __supervise__ callback. Keep the failure handled, or fail-fast ends the controller.
-    """
-    raise NotImplementedError
+    @endpoint
+    def die(self) -> None:
+        os._exit(1)
+
+
+class DeathOwner(Actor):
+    """Owns a 1-proc mesh; times how its death reaches a pending call and __supervise__."""
+
+    def __init__(self) -> None:
+        self.supervised_at = None
+        self.procs = this_host().spawn_procs(per_host={"gpus": 1})
+        self.victim = self.procs.spawn("victim", DeathVictim)
+        self.victim.ok.call_one().get(timeout=CALL_TIMEOUT_S)
+
+    def __supervise__(self, failure: object) -> bool:
+        if self.supervised_at is None:
+            self.supervised_at = time.time()
+        return True
+
+    @endpoint
+    def kill(self) -> list:
+        killed_at = time.time()
+        self.victim.die.broadcast()
+        try:
+            self.victim.ok.call_one().get(timeout=CALL_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - the error is the point
+            pass
+        return [killed_at, time.time()]
+
+    @endpoint
+    def supervised(self) -> object:
+        return self.supervised_at
+
+
+@bench("death")
+def bench_death(rig: Rig) -> dict[str, float]:
+    """Proc death -> pending call's error and -> owner's __supervise__: death_to_*_ms."""
+    import monarch.actor
+
+    monarch.actor.unhandled_fault_hook = lambda failure: None  # failures here are expected
+    to_error, to_supervise = [], []
+    for _ in range(rig.n(3, 1)):
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        owner = procs.spawn("death_owner", DeathOwner)
+        killed_at, errored_at = owner.kill.call_one().get(timeout=CALL_TIMEOUT_S)
+        deadline = time.time() + CALL_TIMEOUT_S
+        supervised_at = None
+        while supervised_at is None and time.time() < deadline:
+            supervised_at = owner.supervised.call_one().get(timeout=CALL_TIMEOUT_S)
+            if supervised_at is None:
+                time.sleep(0.005)
+        to_error.append((errored_at - killed_at) * 1e3)
+        if supervised_at is not None:
+            to_supervise.append((supervised_at - killed_at) * 1e3)
+        procs.stop().get(timeout=30)
+    out = {"death_to_error_ms": statistics.median(to_error)}
+    if to_supervise:
+        out["death_to_supervise_ms"] = statistics.median(to_supervise)
+    return out
 
 
 @bench("telemetry", planned=True)

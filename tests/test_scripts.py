@@ -51,6 +51,8 @@ EXAMPLES = {
     "slicing.py": "one actor: hi from {}",
     "errors.py": "still serving: [42, 42]",
     "trainer.py": "weights: [0.0, 0.98, 2.0, 2.99, 3.99, 4.98, 5.99, 7.0]",
+    "fault_tolerance.py": "handled in __supervise__: ['the process this actor was running on "
+                          "exited with non-zero code 1']",
 }
 
 
