@@ -286,3 +286,38 @@ def test_remote_error_still_an_actor_error(procs):
     with pytest.raises(ActorError):
         mesh.slice(gpus=0).size_of.call_one(None).get(timeout=20)
     assert mesh.slice(gpus=0).ok.call_one().get(timeout=20) == 0
+
+
+class Tidy(Actor):
+    """Reports its cleanup through a port, and can stop itself."""
+
+    def __init__(self, port) -> None:
+        self.port = port
+
+    @endpoint
+    def ok(self) -> int:
+        return 1
+
+    @endpoint
+    def quit(self) -> None:
+        context().actor_instance.stop("done for today")
+
+    def __cleanup__(self, exc) -> None:
+        self.port.send(f"cleaned {context().actor_instance.rank.rank} {exc}")
+
+
+def test_cleanup_runs_on_stop_and_instance_stop(procs):
+    from monarch.actor import Channel
+
+    port, receiver = Channel.open()
+    mesh = procs.spawn("tidy", Tidy, port)
+    mesh.slice(gpus=slice(0, 2)).stop().get(timeout=20)
+    assert sorted(receiver.recv().get(timeout=10) for _ in range(2)) == [
+        "cleaned 0 None", "cleaned 1 None"]
+    with pytest.raises(SupervisionError, match="actor was stopped"):
+        mesh.slice(gpus=0).ok.call_one().get(timeout=20)
+    mesh.slice(gpus=3).quit.call_one().get(timeout=20)
+    assert receiver.recv().get(timeout=10) == "cleaned 3 None"
+    with pytest.raises(SupervisionError, match="done for today"):
+        mesh.slice(gpus=3).ok.call_one().get(timeout=20)
+    assert mesh.slice(gpus=2).ok.call_one().get(timeout=20) == 1
