@@ -74,6 +74,8 @@ class ActorSlot:
         self.endpoints: dict[str, Any] = {}
         self.done = threading.Event()
         """Set once the actor has stopped or failed."""
+        self.break_next = False
+        """Run the next message under a remote pdb that stops at its first line."""
 
     # -- I/O thread ------------------------------------------------------------------------
     def deliver(self, msg: Call, frames: list[Any]) -> None:
@@ -328,7 +330,13 @@ class SyncSlot(ActorSlot):
             started = time.perf_counter()
             outcome = "ok"
             try:
-                result = fn(self.obj, *args, **kwargs)
+                if self.break_next:
+                    self.break_next = False
+                    from ._debug import run_breaking
+
+                    result = run_breaking(fn, self.obj, *args, **kwargs)
+                else:
+                    result = fn(self.obj, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
                 outcome = "error"
                 self.answer_error(msg, _strip(exc))
@@ -506,6 +514,16 @@ def stats_handler(runtime: ProcessRuntime) -> Any:
         runtime.reply(msg.port, msg.lo, OK, [data])
 
     return stats
+
+
+def break_handler(runtime: ProcessRuntime) -> Any:
+    """The notice `break_next`: the actor of `mesh` stops in pdb at its next message."""
+    def break_next(body: dict[str, Any]) -> None:
+        slot = runtime.actors.get(body["mesh"])
+        if slot is not None:
+            slot.break_next = True
+
+    return break_next
 
 
 def supervise_handler(runtime: ProcessRuntime) -> Any:

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _hosting, _instrument, _process, _services
+from . import _debug, _hosting, _instrument, _process, _services
 from ._context import Context, Instance, set_root
 from ._host import _lifeline
 from ._host_mesh import local_host_mesh
@@ -47,6 +47,7 @@ def run(config: dict[str, Any]) -> int:
         proc_mesh=proc_mesh)))
     _instrument.start_process(runtime, enabled=config["telemetry"], ship_to=config["controller"],
                               ingest=None, capture=True)
+    _debug.install()
     if config.get("bootstrap"):
         _serial.loads(config["bootstrap"])()
     runtime.outbox.send(config["controller"], ProcStarted(
@@ -68,6 +69,7 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     runtime.notice_handlers["actor_failed"] = lambda body: runtime.failed_actors.setdefault(
         (body["mesh"], body["base_rank"]), body["report"])
     runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
+    runtime.notice_handlers["break_next"] = _hosting.break_handler(runtime)
     runtime.notice_handlers["stop_proc"] = lambda body: _stop_proc(runtime, None, 0)
 
 

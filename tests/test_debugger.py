@@ -1,0 +1,88 @@
+"""The debugger: breakpoint() in an endpoint opens a real pdb session driven from the controller."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from monarch._debug import format_sessions
+from monarch.actor import Actor, debug_controller, endpoint
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Paused(Actor):
+    def __init__(self) -> None:
+        self.value = 41
+
+    @endpoint
+    def work(self, x: int) -> int:
+        secret = x * 2
+        breakpoint()
+        return secret + 1
+
+    @endpoint
+    def plain(self, x: int) -> int:
+        y = x + self.value
+        return y
+
+
+def read_until(ctrl, session_id, marker, offset=0, timeout=20.0):
+    text = ""
+    deadline = time.monotonic() + timeout
+    while marker not in text:
+        assert time.monotonic() < deadline, f"no {marker!r} in {text!r}"
+        chunk, offset, closed = ctrl.read.call_one(session_id, offset, 2.0).get(timeout=10)
+        text += chunk
+        if closed and marker not in text:
+            break
+    return text, offset
+
+
+def wait_sessions(ctrl, count, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        sessions = ctrl.list.call_one().get(timeout=10)
+        if len(sessions) >= count:
+            return sessions
+        assert time.monotonic() < deadline, f"sessions: {sessions}"
+        time.sleep(0.05)
+
+
+def test_breakpoint_session_evaluates_and_continues(procs):
+    mesh = procs.spawn("paused", Paused)
+    ctrl = debug_controller()
+    pending = mesh.slice(gpus=1).work.call_one(10)
+    (session,) = wait_sessions(ctrl, 1)
+    assert session["actor_name"] == "paused" and session["rank"] == 1
+    assert session["coords"] == {"gpus": 1} and session["function"] == "work"
+    table = format_sessions([session])
+    assert "| Actor Name | Rank | Coords" in table and "paused" in table
+    text, offset = read_until(ctrl, session["id"], "(Pdb) ")
+    assert "breakpoint()" in text or "return secret + 1" in text
+    assert ctrl.send.call_one(session["id"], "p secret * 100").get()
+    text, offset = read_until(ctrl, session["id"], "2000", offset)
+    ctrl.send.call_one(session["id"], "secret = 99").get()
+    ctrl.send.call_one(session["id"], "c").get()
+    assert pending.get(timeout=20) == 100
+    assert ctrl.list.call_one().get() == []
+
+
+def test_break_at_next_message_and_continue_all(procs):
+    from monarch._controller._job import current_job
+
+    mesh = procs.spawn("breakable", Paused)
+    mesh.plain.call(0).get()
+    job = current_job()
+    proc = next(p for p in job.supervisor.procs.values() if p.procs == procs._procs
+                and p.rank == 2)
+    job.runtime.notify(proc.address, "break_next", {"mesh": mesh._mesh_id})
+    time.sleep(0.2)
+    pending = mesh.slice(gpus=2).plain.call_one(1)
+    ctrl = debug_controller()
+    (session,) = wait_sessions(ctrl, 1)
+    assert session["function"] == "plain"
+    read_until(ctrl, session["id"], "(Pdb) ")
+    assert ctrl.continue_all.call_one().get() == 1
+    assert pending.get(timeout=20) == 42
