@@ -121,8 +121,7 @@ class DebugController(Actor):
         count = 0
         for session in self.sessions.values():
             if not session.closed:
-                session.port.send("clear\n")
-                session.port.send("continue\n")
+                session.port.send("monarch_continue\n")
                 count += 1
         return count
 
@@ -169,6 +168,11 @@ class RemotePdb(pdb.Pdb):
         self.use_rawinput = False
         self._controller = controller
         self._session_id = session_id
+
+    def do_monarch_continue(self, arg: str) -> bool:
+        """Clears every breakpoint and continues (the debugger's `continue` for all sessions)."""
+        self.clear_all_breaks()
+        return self.do_continue(arg)
 
     def set_continue(self) -> None:
         super().set_continue()

@@ -86,3 +86,26 @@ def test_break_at_next_message_and_continue_all(procs):
     read_until(ctrl, session["id"], "(Pdb) ")
     assert ctrl.continue_all.call_one().get() == 1
     assert pending.get(timeout=20) == 42
+
+
+def test_debug_shell_list_attach_cast_continue(procs):
+    import io
+
+    from monarch._debug_shell import ControllerBackend, DebugShell, parse_ranks
+
+    assert parse_ranks("1,3")({"rank": 3}) and not parse_ranks("0:4:2")({"rank": 1})
+    assert parse_ranks("gpus=1:3,hosts=(0,1)")({"rank": 9, "coords": {"gpus": 2, "hosts": 1}})
+    mesh = procs.spawn("shelled", Paused)
+    pending = [mesh.slice(gpus=r).work.call_one(r) for r in range(3)]
+    ctrl = debug_controller()
+    wait_sessions(ctrl, 3)
+    script = io.StringIO("list\nattach shelled 1\np secret\nsecret = 500\ndetach\n"
+                         "cast shelled ranks(0,2) p secret + 1000\nbogus\nc\nq\n")
+    out = io.StringIO()
+    DebugShell(ControllerBackend(ctrl), script, out).run()
+    text = out.getvalue()
+    assert "MONARCH DEBUGGER" in text and "| shelled" in text and "monarch_dbg> " in text
+    assert "(Pdb) 2\n" in text and "detached" in text
+    assert "sent 'p secret + 1000' to 2 session(s)" in text
+    assert "unknown command 'bogus'" in text and "continued 3 session(s)" in text
+    assert [p.get(timeout=20) for p in pending] == [1, 501, 5]

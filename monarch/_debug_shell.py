@@ -1,0 +1,203 @@
+"""The `monarch_dbg>` shell: Monarch's debugger commands over any DebugBackend.
+
+Commands: `help`/`h`; `list`/`l`; `attach`/`a <actor_name> <rank>` (drive that session's pdb;
+`detach` or end-of-input returns, `continue` ends the session); `cast <actor_name>
+ranks(<spec>) <pdb command>` where spec is `1`, `1,4,6`, `start:stop:step` or
+`dim1=1:5:2,dim2=3,dim4=(3,6)`; `continue`/`c` (clear breakpoints and continue every
+session); `quit`/`q` (leave, sessions stay paused). Pure logic: the backend talks to the job.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable, Protocol, TextIO
+
+from ._debug import format_sessions
+
+PROMPT = "monarch_dbg> "
+
+HELP = """\
+Monarch debugger commands:
+  list | l                          the paused actors (sessions)
+  attach | a <actor_name> <rank>    drive one session's pdb (detach: `detach` or Ctrl-D)
+  cast <actor_name> ranks(<spec>) <pdb command>
+                                    send a pdb command to several sessions; spec is
+                                    1 | 1,4,6 | start:stop:step | dim1=1:5:2,dim2=3,dim4=(3,6)
+  continue | c                      clear breakpoints and continue every session
+  quit | q                          leave the debugger (sessions stay paused)
+  help | h                          this text
+"""
+
+
+class DebugBackend(Protocol):
+    """How the shell reaches the job's DebugController."""
+
+    def sessions(self) -> list[dict[str, Any]]: ...
+
+    def send(self, session_id: int, line: str) -> bool: ...
+
+    def read(self, session_id: int, offset: int, timeout: float) -> tuple[str, int, bool]: ...
+
+    def continue_all(self) -> int: ...
+
+
+class ControllerBackend:
+    """A backend calling the DebugController actor directly (in a process of the job)."""
+
+    def __init__(self, controller: Any) -> None:
+        self._ctrl = controller
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return self._ctrl.list.call_one().get(timeout=30)
+
+    def send(self, session_id: int, line: str) -> bool:
+        return self._ctrl.send.call_one(session_id, line).get(timeout=30)
+
+    def read(self, session_id: int, offset: int, timeout: float) -> tuple[str, int, bool]:
+        return tuple(self._ctrl.read.call_one(session_id, offset, timeout).get(  # type: ignore
+            timeout=timeout + 30))
+
+    def continue_all(self) -> int:
+        return self._ctrl.continue_all.call_one().get(timeout=30)
+
+
+class RankSpecError(ValueError):
+    """A `ranks(...)` selection that does not parse."""
+
+
+def parse_ranks(spec: str) -> Callable[[dict[str, Any]], bool]:
+    """A predicate over session infos for a `ranks(...)` spec (see the module docstring)."""
+    spec = spec.strip()
+    if "=" in spec:
+        tests = [_dim_test(part) for part in _split_top(spec)]
+        return lambda info: all(t(info.get("coords", {})) for t in tests)
+    chosen = _values(spec)
+    return lambda info: info["rank"] in chosen
+
+
+def _split_top(spec: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(spec):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(spec[start:i])
+            start = i + 1
+    parts.append(spec[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _dim_test(part: str) -> Callable[[dict[str, int]], bool]:
+    dim, _, value = part.partition("=")
+    allowed = _values(value.strip().strip("()"))
+    return lambda coords: coords.get(dim.strip()) in allowed
+
+
+def _values(spec: str) -> set[int]:
+    try:
+        if ":" in spec:
+            bits = [int(b) if b.strip() else None for b in spec.split(":")]
+            start, stop = bits[0] or 0, bits[1]
+            step = bits[2] if len(bits) > 2 and bits[2] else 1
+            if stop is None:
+                raise RankSpecError(f"a range needs an end: {spec!r}")
+            return set(range(start, stop, step))
+        return {int(v) for v in spec.split(",") if v.strip()}
+    except ValueError as exc:
+        raise RankSpecError(f"not a rank selection: {spec!r}") from exc
+
+
+class DebugShell:
+    """Reads commands from `stdin`, writes to `stdout`, drives sessions through `backend`."""
+
+    def __init__(self, backend: DebugBackend, stdin: TextIO, stdout: TextIO) -> None:
+        self.backend = backend
+        self.stdin = stdin
+        self.stdout = stdout
+
+    def run(self) -> None:
+        """The command loop, until `quit` or end of input."""
+        self._write("\n*********************** MONARCH DEBUGGER ***********************\n"
+                    "Enter 'help' for a list of commands.\n")
+        for line in self._lines(PROMPT):
+            if not self.execute(line):
+                return
+
+    def execute(self, line: str) -> bool:
+        """Runs one command; False means leave the shell."""
+        words = line.split()
+        if not words:
+            return True
+        command, args = words[0], words[1:]
+        try:
+            if command in ("quit", "q"):
+                return False
+            if command in ("help", "h"):
+                self._write(HELP)
+            elif command in ("list", "l"):
+                self._write(format_sessions(self.backend.sessions()) + "\n")
+            elif command in ("continue", "c"):
+                self._write(f"continued {self.backend.continue_all()} session(s)\n")
+            elif command in ("attach", "a"):
+                self._attach(*args)
+            elif command == "cast":
+                self._cast(line)
+            else:
+                self._write(f"unknown command {command!r}; 'help' lists them\n")
+        except (TypeError, RankSpecError) as exc:
+            self._write(f"error: {exc}\n")
+        return True
+
+    def _find(self, actor_name: str, rank: str) -> dict[str, Any] | None:
+        for info in self.backend.sessions():
+            if info["actor_name"] == actor_name and str(info["rank"]) == rank:
+                return info
+        self._write(f"no paused actor {actor_name} at rank {rank}; 'list' shows them\n")
+        return None
+
+    def _attach(self, actor_name: str, rank: str) -> None:
+        info = self._find(actor_name, rank)
+        if info is None:
+            return
+        offset, closed = self._pump(info["id"], 0)
+        while not closed:
+            line = self.stdin.readline()
+            if not line or line.strip() == "detach":
+                self._write("\ndetached; the session stays paused\n")
+                return
+            self.backend.send(info["id"], line.rstrip("\n"))
+            offset, closed = self._pump(info["id"], offset)
+        self._write(f"\nsession {actor_name}[{rank}] ended\n")
+
+    def _pump(self, session_id: int, offset: int) -> tuple[int, bool]:
+        """Copies output to stdout until pdb prompts again (or the session ends)."""
+        while True:
+            text, offset, closed = self.backend.read(session_id, offset, 5.0)
+            self._write(text)
+            if closed or text.endswith("(Pdb) "):
+                return offset, closed
+
+    def _cast(self, line: str) -> None:
+        match = re.match(r"\s*cast\s+(\S+)\s+ranks\((.*?)\)\s+(.+)$", line)
+        if not match:
+            self._write("usage: cast <actor_name> ranks(<spec>) <pdb command>\n")
+            return
+        actor_name, spec, command = match.groups()
+        selected = parse_ranks(spec)
+        chosen = [i for i in self.backend.sessions()
+                  if i["actor_name"] == actor_name and selected(i)]
+        for info in chosen:
+            self.backend.send(info["id"], command)
+        self._write(f"sent {command!r} to {len(chosen)} session(s)\n")
+
+    def _lines(self, prompt: str) -> Iterable[str]:
+        while True:
+            self._write(prompt)
+            line = self.stdin.readline()
+            if not line:
+                return
+            yield line
+
+    def _write(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
