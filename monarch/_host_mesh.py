@@ -35,9 +35,11 @@ class HostMesh:
             if label in self._view.extent.labels:
                 raise ValueError(f"dimension {label!r} is already a dimension of the host mesh")
         hosts = [self._hosts[r] for r in self._view.ranks()]
-        procs, table = _services.call("spawn_procs", hosts, per_host, name, bootstrap).get()
         extent = self._view.extent
-        full = View.dense([*extent.labels, *per_host], [*extent.sizes, *per_host.values()])
+        labels, sizes = [*extent.labels, *per_host], [*extent.sizes, *per_host.values()]
+        procs, table = _services.call("spawn_procs", hosts, labels, sizes, name,
+                                      bootstrap).get(timeout=120)
+        full = View.dense(labels, sizes)
         return ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
 
     def _with(self, view: View) -> "HostMesh":

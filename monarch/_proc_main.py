@@ -37,8 +37,11 @@ def run(config: dict[str, Any]) -> int:
     runtime = ProcessRuntime(identity, config["address"])
     _process.set_current(runtime)
     _services.set_controller(config["controller"])
-    runtime.learn_table(config["procs"], config["table"])
-    proc_mesh = _own_proc_mesh(config)
+    if config["table"] is not None:
+        runtime.learn_table(config["procs"], config["table"])
+    runtime.notice_handlers["table"] = lambda body: runtime.learn_table(body["procs"],
+                                                                        body["table"])
+    proc_mesh = _own_proc_mesh(config, runtime)
     install_system_methods(runtime, proc_mesh)
     set_root(Context(Instance(
         actor_id=f"{config['proc']}/client", name=f"{config['proc']}/client",
@@ -110,12 +113,20 @@ def _rank_point(config: dict[str, Any]) -> Any:
     return View.dense(config["labels"], config["sizes"]).point(config["rank"])
 
 
-def _own_proc_mesh(config: dict[str, Any]) -> Any:
+def _own_proc_mesh(config: dict[str, Any], runtime: ProcessRuntime) -> Any:
+    """this_proc() in this process: built when first asked (a remote proc learns its mesh's
+    table after it started)."""
     full = View.dense(config["labels"], config["sizes"])
-    coords = dict(full.point(config["rank"]))
-    view = full.slice(**coords)
+    view = full.slice(**dict(full.point(config["rank"])))
     host = local_host_mesh(config["host_id"])
-    mesh = ProcMesh(procs=config["procs"], table=tuple(config["table"]), full=full, view=view,
-                    host_mesh=host)
-    return lambda: mesh
+    made: list[ProcMesh] = []
+
+    def mesh() -> ProcMesh:
+        if not made:
+            table = runtime.tables.get(config["procs"]) or tuple(config["table"] or ())
+            made.append(ProcMesh(procs=config["procs"], table=tuple(table), full=full, view=view,
+                                 host_mesh=host))
+        return made[0]
+
+    return mesh
 

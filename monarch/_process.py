@@ -288,6 +288,12 @@ class ProcessRuntime:
                 self._run_calls()
             elif fd in self.extra_fds:
                 self._guarded(self.extra_fds[fd])
+            else:
+                for extra, extra_monitor in self.inbox.extra:
+                    if fd is extra:
+                        self._drain_inbox(extra)
+                    elif fd is extra_monitor:
+                        self.inbox.service_monitor(extra_monitor)
         self._run_timers()
         if self._forwards:
             self._flush_forwards()
@@ -298,9 +304,21 @@ class ProcessRuntime:
         poller = zmq.Poller()
         for s in self.inbox.poll_sockets():
             poller.register(s, zmq.POLLIN)
+        for sock, monitor in self.inbox.extra:
+            poller.register(sock, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        self._polled_fds = set()
         self._poller = poller
         return poller
+
+    def listen_tcp(self, host: str, port: int = 0) -> str:
+        """Also listens on tcp (other hosts reach this process there); from now on this
+        process gives out the tcp address in its ports. Returns it. Loop thread only."""
+        address = self.inbox.listen_also(f"tcp://{host}:{port}")
+        self._poller = None  # rebuilt with the new socket at the next poll
+        self.address = address
+        return address
 
     def _fail_all(self, reason: str) -> None:
         for port, sink in list(self.ports.items()):
@@ -343,11 +361,11 @@ class ProcessRuntime:
                 sys.stderr.write(f"monarch[{self.identity.name}]: internal error in the loop:\n"
                                  f"{traceback.format_exc()}")
 
-    def _drain_inbox(self) -> None:
+    def _drain_inbox(self, sock: Any = None) -> None:
         recv = self.inbox.recv_nowait
         kind_handlers = self.kind_handlers
         for _ in range(10_000):  # bounded, so timers and calls get their turn
-            got = recv()
+            got = recv(sock)
             if got is None:
                 return
             msg, frames = got

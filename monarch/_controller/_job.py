@@ -31,6 +31,7 @@ from .._process import ProcessRuntime
 from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry
+from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
 
 LOCAL_HOST = "local"
@@ -80,7 +81,10 @@ class Job:
         _process.set_current(self.runtime)
         self.runtime.learn_table("ctl", (self.runtime.address,))
         self.store = telemetry.Store()
-        self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure)
+        self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure,
+                                     on_started=self._proc_started)
+        self.workers = Workers(self)
+        self._spawning: dict[str, tuple[list[ProcRecord], Future[Any]]] = {}
         self.telemetry_enabled = _instrument.enabled_by_default()
         self.agent = HostAgent(
             on_fork=lambda proc, pid: self.runtime.call_soon(
@@ -124,7 +128,8 @@ class Job:
         runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
-                    "shutdown_hosts": self.shutdown_hosts}
+                    "shutdown_hosts": self.shutdown_hosts,
+                    "attach_workers": self.workers.attach}
         for name, fn in services.items():
             _services.register(name, self._on_io(fn))
             runtime.system_methods[name] = self._service_method(fn)
@@ -174,31 +179,72 @@ class Job:
         self.runtime.reply(msg.port, msg.lo, status, [data, *buffers])
 
     # -- services (I/O thread) -------------------------------------------------------------
-    def spawn_procs(self, hosts: list[str], per_host: dict[str, int], name: str | None,
-                    bootstrap: Any) -> tuple[str, list[str]]:
-        unknown = [h for h in hosts if h != LOCAL_HOST]
+    def spawn_procs(self, hosts: list[str], labels: list[str], sizes: list[int],
+                    name: str | None, bootstrap: Any) -> Any:
+        unknown = [h for h in hosts if h != LOCAL_HOST and h not in self.workers.hosts]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
         procs = f"{name or 'procs'}-{secrets.token_hex(3)}"
-        labels, sizes = list(per_host), list(per_host.values())
         count = 1
         for size in sizes:
             count *= size
-        table = [f"ipc://{self.run_dir}/{procs}-{rank}.sock" for rank in range(count)]
+        per_host = count // len(hosts)
+        local = all(h == LOCAL_HOST for h in hosts)
+        table = [f"ipc://{self.run_dir}/{procs}-{rank}.sock"
+                 if hosts[rank // per_host] == LOCAL_HOST else "" for rank in range(count)]
         boot = _serial.dumps(bootstrap)[0] if bootstrap is not None else None
+        records = []
+        remote: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for rank in range(count):
-            proc = f"{procs}-{rank}"
-            self.supervisor.add_proc(ProcRecord(proc, procs, rank, table[rank], self.hostname))
-            self.agent.fork(proc, self._proc_config(proc, procs, rank, labels, sizes, table,
-                                                    boot))
+            host, proc = hosts[rank // per_host], f"{procs}-{rank}"
+            record = ProcRecord(proc, procs, rank, table[rank],
+                                self.hostname if host == LOCAL_HOST else "", host_id=host)
+            self.supervisor.add_proc(record)
+            records.append(record)
+            config = self._proc_config(proc, procs, rank, labels, sizes,
+                                       table if local else None, boot)
+            if host == LOCAL_HOST:
+                self.agent.fork(proc, dict(config, address=table[rank]))
+            else:
+                remote.setdefault(host, []).append((proc, config))
+        for host, batch in remote.items():
+            self.workers.fork(host, batch)
         self._maybe_preload()
-        return procs, table
+        if local:
+            return procs, table
+        done: Future[Any] = Future()
+        self._spawning[procs] = (records, done)
+        return done
+
+    def _proc_started(self, record: ProcRecord) -> None:
+        """Once every proc of a remote mesh announced its address, everyone gets the table."""
+        pending = self._spawning.get(record.procs)
+        if pending is None:
+            return
+        records, done = pending
+        if not all(r.address for r in records):
+            return
+        del self._spawning[record.procs]
+        table = [r.address for r in records]
+        for r in records:
+            self.runtime.notify(r.address, "table", {"procs": record.procs, "table": table})
+        done.set_result((record.procs, table))
+
+    def signal_proc(self, record: ProcRecord, sig: int) -> None:
+        """Sends `sig` to a proc of the job, wherever it runs."""
+        if record.pid is None:
+            return
+        if record.host_id == LOCAL_HOST:
+            self.agent.signal(record.pid, sig)
+        else:
+            self.workers.signal(record.host_id, record.pid, sig)
 
     def _proc_config(self, proc: str, procs: str, rank: int, labels: list[str],
-                     sizes: list[int], table: list[str], boot: bytes | None) -> dict[str, Any]:
+                     sizes: list[int], table: list[str] | None,
+                     boot: bytes | None) -> dict[str, Any]:
         return {"job": self.job_id, "secret": self.identity.secret,
                 "run_dir": str(self.run_dir), "proc": proc, "procs": procs, "rank": rank,
-                "labels": labels, "sizes": sizes, "table": table, "address": table[rank],
+                "labels": labels, "sizes": sizes, "table": table,
                 "controller": self.runtime.address, "host_id": LOCAL_HOST,
                 "hostname": self.hostname, "env": dict(os.environ), "path": list(sys.path),
                 "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
@@ -224,8 +270,8 @@ class Job:
 
     def _kill_stragglers(self, records: list[ProcRecord]) -> None:
         for record in records:
-            if record.state == "stopping" and record.pid:
-                self.agent.signal(record.pid, signal.SIGKILL)
+            if record.state == "stopping":
+                self.signal_proc(record, signal.SIGKILL)
 
     def get_or_spawn(self, name: str, cls: type, args: tuple, kwargs: dict) -> Any:
         mesh = self.singletons.get(name)
@@ -271,6 +317,8 @@ class Job:
                 _services.call("shutdown_hosts", [LOCAL_HOST]).get(timeout=timeout)
         except Exception:  # noqa: BLE001 - forced below
             pass
+        self.runtime.call_soon(self.workers.shutdown)
+        time.sleep(0.05)
         self.agent.close()
         self.runtime.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -30,6 +30,8 @@ class ProcRecord:
     rank: int
     address: str
     host: str
+    host_id: str = "local"
+    """Which host agent spawned it: "local", or a worker's address."""
     pid: int | None = None
     state: str = STARTING
     status: int | None = None
@@ -59,8 +61,10 @@ class Supervisor:
     """Bookkeeping and failure routing for the whole job (controller I/O thread)."""
 
     def __init__(self, runtime: ProcessRuntime,
-                 on_failure: Callable[[dict[str, Any]], None] = lambda failure: None) -> None:
+                 on_failure: Callable[[dict[str, Any]], None] = lambda failure: None,
+                 on_started: Callable[[ProcRecord], None] = lambda record: None) -> None:
         self.runtime = runtime
+        self._on_started = on_started
         self.procs: dict[str, ProcRecord] = {}
         self.by_pid: dict[int, str] = {}
         self.by_address: dict[str, str] = {}
@@ -75,9 +79,10 @@ class Supervisor:
 
     # -- procs -----------------------------------------------------------------------------
     def add_proc(self, record: ProcRecord) -> None:
-        """Registers a proc about to be forked."""
+        """Registers a proc about to be forked (remote ones learn their address later)."""
         self.procs[record.proc] = record
-        self.by_address[record.address] = record.proc
+        if record.address:
+            self.by_address[record.address] = record.proc
 
     def proc_forked(self, proc: str, pid: int) -> None:
         record = self.procs.get(proc)
@@ -87,14 +92,33 @@ class Supervisor:
 
     def proc_started(self, msg: ProcStarted) -> None:
         record = self.procs.get(msg.proc)
-        if record is not None and record.state == STARTING:
+        if record is None:
+            return
+        if record.state == STARTING:
             record.state = RUNNING
-            record.pid = msg.pid
+        record.pid = msg.pid
+        if not record.address:
+            record.address = msg.address
+            record.host = msg.hostname
+            self.by_address[msg.address] = record.proc
+        self._on_started(record)
 
     def proc_exited(self, pid: int, status: int) -> None:
+        """A local proc (by pid) exited."""
         proc = self.by_pid.get(pid)
         record = self.procs.get(proc) if proc else None
-        if record is None or record.state in (STOPPED, FAILED):
+        if record is not None and record.host_id == "local":
+            self.proc_gone(record, status)
+
+    def proc_gone_by_name(self, proc: str, status: int) -> None:
+        """A proc (by id, e.g. reported by a remote worker) exited."""
+        record = self.procs.get(proc)
+        if record is not None:
+            self.proc_gone(record, status)
+
+    def proc_gone(self, record: ProcRecord, status: int, reason: str | None = None) -> None:
+        """Records a proc's end: expected (stopping) or a failure of everything on it."""
+        if record.state in (STOPPED, FAILED):
             return
         record.status = status
         if record.state == STOPPING:
@@ -102,14 +126,14 @@ class Supervisor:
             self._dead(record, "the proc was stopped")
         else:
             record.state = FAILED
-            self._proc_failed(record, exit_reason(status))
+            self._proc_failed(record, reason or exit_reason(status))
         self._settle_stops()
 
-    def lost_host(self, host: str) -> None:
-        """The zygote of `host` died, and its procs with it."""
+    def lost_host(self, host_id: str, reason: str | None = None) -> None:
+        """A host agent is gone (its zygote died, or its worker fell silent): so are its procs."""
         for record in list(self.procs.values()):
-            if record.host == host and record.pid and record.state not in (STOPPED, FAILED):
-                self.proc_exited(record.pid, -_signal.SIGKILL)
+            if record.host_id == host_id and record.state not in (STOPPED, FAILED):
+                self.proc_gone(record, -_signal.SIGKILL, reason)
 
     def stopping(self, procs: list[ProcRecord]) -> Future[None]:
         """Marks procs as stopping; the future settles once all of them have exited."""
@@ -134,6 +158,8 @@ class Supervisor:
         self._stop_waiters = still
 
     def _dead(self, record: ProcRecord, reason: str) -> None:
+        if not record.address:  # a remote proc that never started
+            return
         self.runtime.mark_dead(record.address, reason)
         for other in self.procs.values():
             if other.state in (STARTING, RUNNING, STOPPING) and other is not record:

@@ -73,29 +73,44 @@ class Inbox:
         self._zap = ctx.socket(zmq.ROUTER)
         self._zap.linger = 0
         self._zap.bind(_ZAP_ENDPOINT)
-        self._sock = ctx.socket(zmq.PULL)
-        self._sock.linger = 0
-        self._sock.rcvhwm = HWM
-        self._sock.zap_domain = b"monarch"
-        if is_private(endpoint):
-            self._sock.plain_server = True
-        else:
-            self._sock.curve_server = True
-            self._sock.curve_secretkey = curve_keys(secret)[1]
-        self._monitor = self._sock.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        self._sock.bind(endpoint)
+        self._ctx = ctx
+        self._sock, self._monitor = self._listen(endpoint)
         self.address: str = self._sock.last_endpoint.decode()
+        self.extra: list[tuple[zmq.Socket, zmq.Socket]] = []
+        """Further listening sockets (a tcp one besides ipc), each with its monitor."""
         self.stats = InboxStats()
 
+    def _listen(self, endpoint: str) -> tuple[zmq.Socket, zmq.Socket]:
+        sock = self._ctx.socket(zmq.PULL)
+        sock.linger = 0
+        sock.rcvhwm = HWM
+        sock.zap_domain = b"monarch"
+        if is_private(endpoint):
+            sock.plain_server = True
+        else:
+            sock.curve_server = True
+            sock.curve_secretkey = curve_keys(self._secret)[1]
+        monitor = sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        sock.bind(endpoint)
+        return sock, monitor
+
+    def listen_also(self, endpoint: str) -> str:
+        """Binds one more listening socket (e.g. tcp beside ipc); returns its address. Owner
+        thread only; poll `poll_sockets()` again afterwards."""
+        sock, monitor = self._listen(endpoint)
+        self.extra.append((sock, monitor))
+        return sock.last_endpoint.decode()
+
     def poll_sockets(self) -> tuple[zmq.Socket, zmq.Socket, zmq.Socket]:
-        """The sockets to poll for input: (messages, zap, monitor)."""
+        """The main sockets to poll for input: (messages, zap, monitor)."""
         return self._sock, self._zap, self._monitor
 
-    def recv_nowait(self) -> tuple[Any, list[zmq.Frame]] | None:
-        """The next well-formed message and its extra frames, or None when none is waiting."""
-        sock = self._sock
+    def recv_nowait(self, sock: zmq.Socket | None = None) -> tuple[Any, list[zmq.Frame]] | None:
+        """The next well-formed message on `sock` (default: the main one) and its extra frames,
+        or None when none is waiting."""
+        sock = sock or self._sock
         while True:
             try:
                 head = sock.recv(zmq.NOBLOCK)
@@ -104,17 +119,16 @@ class Inbox:
             try:
                 msg = decode(head)
             except WireError:
-                self._drop()
+                self._drop(sock)
                 continue
-            frames = self._recv_frames(getattr(msg, "nframes", 0))
+            frames = self._recv_frames(sock, getattr(msg, "nframes", 0))
             if frames is None:
-                self._drop()
+                self._drop(sock)
                 continue
             self.stats.received += 1
             return msg, frames
 
-    def _recv_frames(self, count: int) -> list[zmq.Frame] | None:
-        sock = self._sock
+    def _recv_frames(self, sock: zmq.Socket, count: int) -> list[zmq.Frame] | None:
         frames = []
         for _ in range(count):
             if not sock.getsockopt(zmq.RCVMORE):
@@ -124,10 +138,10 @@ class Inbox:
             return None
         return frames
 
-    def _drop(self) -> None:
+    def _drop(self, sock: zmq.Socket) -> None:
         self.stats.bad_frames += 1
-        while self._sock.getsockopt(zmq.RCVMORE):
-            self._sock.recv()
+        while sock.getsockopt(zmq.RCVMORE):
+            sock.recv()
 
     def service_zap(self) -> None:
         """Answers pending ZAP requests: the job secret is the only accepted credential."""
@@ -153,19 +167,22 @@ class Inbox:
         code, text = (b"200", b"OK") if ok else (b"400", b"denied")
         return [*envelope, b"", b"1.0", request_id, code, text, _USER if ok else b"", b""]
 
-    def service_monitor(self) -> None:
+    def service_monitor(self, monitor: zmq.Socket | None = None) -> None:
         """Counts failed handshakes (wrong mechanism, garbage instead of ZMTP)."""
+        monitor = monitor or self._monitor
         while True:
             try:
-                zmq.utils.monitor.recv_monitor_message(self._monitor, zmq.NOBLOCK)
+                zmq.utils.monitor.recv_monitor_message(monitor, zmq.NOBLOCK)
             except zmq.Again:
                 return
             self.stats.failed_handshakes += 1
 
     def close(self) -> None:
-        self._sock.disable_monitor()
-        for sock in (self._monitor, self._sock, self._zap):
+        for sock, monitor in [(self._sock, self._monitor), *self.extra]:
+            sock.disable_monitor()
+            monitor.close(0)
             sock.close(0)
+        self._zap.close(0)
 
 
 def _split_zap(request: list[bytes]) -> tuple[list[bytes], bytes, list[bytes]]:
@@ -199,6 +216,8 @@ class Outbox:
         self._links: dict[str, _Link] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.credentials: dict[str, bytes] = {}
+        """Secrets for destinations outside this job's trust domain (e.g. host workers)."""
         self.backlogged: set[str] = set()
         """Addresses with a backlog; touched by the I/O loop only."""
 
@@ -258,11 +277,12 @@ class Outbox:
             sock.linger = 2000
             sock.reconnect_ivl = 10
             sock.reconnect_ivl_max = 500
+            secret = self.credentials.get(address, self._secret)
             if is_private(address):
                 sock.plain_username = _USER
-                sock.plain_password = self._secret
+                sock.plain_password = secret
             else:
-                public, secret_key = curve_keys(self._secret)
+                public, secret_key = curve_keys(secret)
                 sock.curve_serverkey = public
                 sock.curve_publickey = public
                 sock.curve_secretkey = secret_key

@@ -1,0 +1,157 @@
+"""Remote hosts: the host workers this controller attached to, kept alive by heartbeats.
+
+A worker that falls silent for `SILENCE_S` is a lost host: every proc the job had there fails
+(a supervision event), exactly as if each had been killed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+from typing import Any
+
+from .._future import Future
+from .._host.worker import HEARTBEAT_S, SILENCE_S
+from .._wire._messages import ProcExited
+from .._wire._transport import is_private
+
+
+@dataclasses.dataclass
+class WorkerRecord:
+    """One attached host worker."""
+
+    address: str
+    hostname: str = ""
+    bind_host: str = ""
+    heard: float = dataclasses.field(default_factory=time.monotonic)
+    lost: bool = False
+
+
+class Workers:
+    """The job's attached workers (controller loop thread only)."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+        self.runtime = job.runtime
+        self.hosts: dict[str, WorkerRecord] = {}
+        self._waiting: list[tuple[set[str], Future[None]]] = []
+        self._ticking = False
+        self.runtime.notice_handlers["worker_attached"] = self._attached
+        self.runtime.notice_handlers["worker_heartbeat"] = self._heard
+        self.runtime.kind_handlers[ProcExited] = lambda msg, frames: self._exited(msg)
+
+    def attach(self, addresses: list[str], secret: bytes, timeout: float = 30.0) -> Future[None]:
+        """Attaches to workers; the future settles once every one has answered."""
+        self._listen_tcp(addresses)
+        done: Future[None] = Future()
+        pending = set()
+        for address in addresses:
+            record = self.hosts.get(address)
+            if record is not None and record.hostname and not record.lost:
+                continue
+            self.hosts[address] = WorkerRecord(address)
+            self.runtime.outbox.credentials[address] = secret
+            self.runtime.notify(address, "attach", {
+                "controller": self.runtime.address, "secret": self.runtime.identity.secret,
+                "job": self.runtime.identity.job_id, "worker": address})
+            pending.add(address)
+        self._waiting.append((pending, done))
+        self._settle()
+        self.runtime.call_later(timeout, lambda: self._expire(pending, done, timeout))
+        if not self._ticking:
+            self._ticking = True
+            self.runtime.call_later(HEARTBEAT_S, self._tick)
+        return done
+
+    def fork(self, address: str, procs: list[tuple[str, dict[str, Any]]]) -> None:
+        """Asks the worker at `address` to fork procs (their configs lack the address)."""
+        self.runtime.notify(address, "fork", {"procs": procs})
+
+    def signal(self, address: str, pid: int, sig: int) -> None:
+        """Sends `sig` to a proc the worker at `address` forked."""
+        self.runtime.notify(address, "signal", {"pid": pid, "sig": sig})
+
+    def shutdown(self) -> None:
+        """Tells every worker the job is over (they kill what is left of it)."""
+        for record in self.hosts.values():
+            if not record.lost:
+                self.runtime.notify(record.address, "shutdown", {})
+
+    def bind_host(self, address: str) -> str:
+        """Where procs on that worker's host listen."""
+        return self.hosts[address].bind_host
+
+    def _listen_tcp(self, addresses: list[str]) -> None:
+        if self.runtime.address.startswith("tcp://"):
+            return
+        loopback = all(is_private(a) for a in addresses)
+        host = "127.0.0.1" if loopback else os.environ.get(
+            "MONARCH_BIND_HOST", socket.gethostbyname(socket.gethostname()))
+        self.runtime.listen_tcp(host)
+
+    def _attached(self, body: dict[str, Any]) -> None:
+        record = self.hosts.get(body["worker"])
+        if record is None:
+            return
+        record.hostname, record.bind_host = body["hostname"], body["bind_host"]
+        record.heard = time.monotonic()
+        self._settle()
+
+    def _heard(self, body: dict[str, Any]) -> None:
+        record = self.hosts.get(body["worker"])
+        if record is not None:
+            record.heard = time.monotonic()
+
+    def _exited(self, msg: ProcExited) -> None:
+        self.job.supervisor.proc_gone_by_name(msg.proc, msg.status)
+
+    def _settle(self) -> None:
+        still = []
+        for pending, done in self._waiting:
+            pending -= {a for a in pending if self.hosts[a].hostname}
+            if pending:
+                still.append((pending, done))
+            else:
+                done.set_result(None)
+        self._waiting = still
+
+    def _expire(self, pending: set[str], done: Future[None], timeout: float) -> None:
+        if pending and not done.done():
+            done.set_exception(TimeoutError(
+                f"no answer within {timeout:.0f}s from the workers at {sorted(pending)}: are "
+                "they running, and do they share this job's MONARCH_WORKER_SECRET?"))
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for record in self.hosts.values():
+            if record.lost or not record.hostname:
+                continue
+            if now - record.heard > SILENCE_S:
+                record.lost = True
+                self.job.supervisor.lost_host(
+                    record.address, f"the host {record.hostname} ({record.address}) was lost: "
+                                    f"no heartbeat for {SILENCE_S:.0f} s")
+            else:
+                self.runtime.notify(record.address, "heartbeat", {})
+        if not self.runtime._closing:
+            self.runtime.call_later(HEARTBEAT_S, self._tick)
+
+
+def attach_to_workers(workers: list[Any], name: str | None = None,
+                      timeout: float = 30.0) -> Any:
+    """A HostMesh (`hosts` dimension) over running workers; see `monarch.actor`."""
+    from .._host.worker import worker_secret
+    from .._host_mesh import HostMesh
+    from .._services import call
+    from .._shape import View
+    from ._job import ensure_job
+
+    ensure_job()
+    addresses = [w.get(timeout=60) if isinstance(w, Future) else str(w) for w in workers]
+    if not addresses:
+        raise ValueError("attach_to_workers needs at least one worker address")
+    call("attach_workers", addresses, worker_secret(), timeout).get(timeout=timeout + 60)
+    view = View.dense(["hosts"], [len(addresses)])
+    return HostMesh(hosts=tuple(addresses), full=view, view=view)
