@@ -100,8 +100,9 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
 
 
 def _adopt_environment(config: dict[str, Any]) -> None:
-    os.environ.clear()
-    os.environ.update(config["env"])
+    if config["env"] is not None:
+        os.environ.clear()
+        os.environ.update(config["env"])
     sys.path[:] = config["path"]
     try:
         os.chdir(config["cwd"])

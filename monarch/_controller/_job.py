@@ -205,8 +205,8 @@ class Job:
                                        table if local else None, boot)
             if host == LOCAL_HOST:
                 self.agent.fork(proc, dict(config, address=table[rank]))
-            else:
-                remote.setdefault(host, []).append((proc, config))
+            else:  # a remote proc keeps its node's environment (Slurm's variables and all)
+                remote.setdefault(host, []).append((proc, dict(config, env=None)))
         for host, batch in remote.items():
             self.workers.fork(host, batch)
         self._maybe_preload()
