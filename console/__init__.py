@@ -1,1 +1,19 @@
-"""The `monarch top` console."""
+"""`monarch top`: the Textual console of a running job (topology, logs, spans, transfers;
+slice and kill, stop, py-spy, diagnostics, pdb attach).
+
+`MonarchTop(client)` is the app over a `monarch.admin` client; `run(client)` runs it.
+Importing this package imports no Textual (the CLI imports it only when the console starts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["run"]
+
+
+def run(client: Any, refresh: float = 1.0) -> None:
+    """Runs the console on `client` until the user quits."""
+    from .app import MonarchTop
+
+    MonarchTop(client, refresh=refresh).run()

@@ -1,0 +1,204 @@
+"""Where the console's data comes from: the admin client, polled on threads.
+
+The UI never waits on the network. A poll thread asks the client for the job, topology,
+debugger sessions, spans and transfers every `interval` seconds and keeps the newest `Snapshot`
+in a slot; a log thread follows the job's logs (or polls them when the client cannot follow)
+into a bounded queue. The app takes both on its own timer, so a slow or stuck controller only
+makes the data older, never the screen slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from ._model import Snapshot
+
+
+class Client(Protocol):
+    """What the console uses of `monarch.admin.AdminClient` (every value plain JSON data)."""
+
+    def job(self) -> dict[str, Any]: ...
+
+    def topology(self) -> dict[str, Any]: ...
+
+    def spans(self, trace_id: str | None = None, mesh: str | None = None,
+              limit: int = 200) -> list[dict[str, Any]]: ...
+
+    def transfers(self, window: float = 10.0) -> dict[str, Any]: ...
+
+    def logs(self, mesh: str | None = None, rank: int | None = None, text: str | None = None,
+             since_hlc: int | None = None, limit: int = 500) -> list[dict[str, Any]]: ...
+
+    def follow_logs(self, mesh: str | None = None,
+                    rank: int | None = None) -> Iterator[dict[str, Any]]: ...
+
+    def sessions(self) -> list[dict[str, Any]]: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FeedStatistics:
+    """A snapshot of the feed's counters."""
+
+    polls: int
+    poll_errors: int
+    last_poll_ms: float
+    logs_received: int
+    logs_dropped: int
+    log_errors: int
+
+
+class Feed:
+    """Polls `client` on a thread and follows its logs on another.
+
+    Args:
+        client: the admin client (or anything with the `Client` methods).
+        interval: seconds between polls.
+        log_limit: records kept waiting for the app; older ones are dropped (and counted).
+        backfill: log records fetched before following.
+    """
+
+    def __init__(self, client: Client, interval: float = 1.0, log_limit: int = 20000,
+                 backfill: int = 500, follow: bool = True) -> None:
+        self.client = client
+        self.interval = interval
+        self._backfill = backfill
+        self._follow = follow
+        self._lock = threading.Lock()
+        self._newest: Snapshot | None = None  # guarded by _lock; taken by the app
+        self._logs: deque[dict[str, Any]] = deque(maxlen=log_limit)  # guarded by _lock
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._follower: Any = None
+        self._stats = {"polls": 0, "poll_errors": 0, "last_poll_ms": 0.0, "logs_received": 0,
+                       "logs_dropped": 0, "log_errors": 0}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Starts the poll and log threads (daemons: they never keep the console alive)."""
+        for name, target in (("monarch-top-poll", self._poll_loop),
+                             ("monarch-top-logs", self._log_loop)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Asks the threads to end (a follow blocked on the network ends with the process)."""
+        self._stopped.set()
+        self._wake.set()
+        close = getattr(self._follower, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - a generator running on the log thread
+                pass
+
+    def poke(self) -> None:
+        """Polls now instead of at the next interval."""
+        self._wake.set()
+
+    # -- what the app takes ----------------------------------------------------------------
+    def take(self) -> Snapshot | None:
+        """The newest snapshot not taken yet, or None."""
+        with self._lock:
+            snap, self._newest = self._newest, None
+        return snap
+
+    def take_logs(self) -> list[dict[str, Any]]:
+        """The log records that arrived since the last call."""
+        with self._lock:
+            records = list(self._logs)
+            self._logs.clear()
+        return records
+
+    def statistics(self) -> FeedStatistics:
+        """The feed's counters now."""
+        with self._lock:
+            return FeedStatistics(**self._stats)  # type: ignore[arg-type]
+
+    # -- polling ---------------------------------------------------------------------------
+    def poll_once(self) -> Snapshot:
+        """One poll of everything the screen shows (errors are reported in the snapshot)."""
+        started = time.perf_counter()
+        parts: dict[str, Any] = {}
+        errors = []
+        for name, call in (("job", self.client.job), ("topology", self.client.topology),
+                           ("sessions", self.client.sessions),
+                           ("spans", lambda: self.client.spans(limit=200)),
+                           ("transfers", lambda: self.client.transfers(window=10.0))):
+            try:
+                parts[name] = call()
+            except Exception as exc:  # noqa: BLE001 - shown in the header, polled again
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                if name == "job":
+                    break  # the controller is gone or unreachable: do not wait on the rest
+        snap = Snapshot(parts.get("job"), parts.get("topology"), parts.get("sessions") or [],
+                        parts.get("spans") or [], parts.get("transfers"),
+                        "; ".join(errors) or None, time.monotonic())
+        with self._lock:
+            self._stats["polls"] += 1
+            self._stats["poll_errors"] += bool(errors)
+            self._stats["last_poll_ms"] = (time.perf_counter() - started) * 1000
+        return snap
+
+    def _poll_loop(self) -> None:
+        while not self._stopped.is_set():
+            snap = self.poll_once()
+            with self._lock:
+                self._newest = snap
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    # -- logs ------------------------------------------------------------------------------
+    def _log_loop(self) -> None:
+        last_hlc = 0
+        try:
+            backfill = self.client.logs(limit=self._backfill) if self._backfill else []
+            self._add_logs(backfill)
+            last_hlc = max((r.get("hlc") or 0 for r in backfill), default=0)
+        except Exception:  # noqa: BLE001 - counted; following may still work
+            self._count("log_errors")
+        while not self._stopped.is_set():
+            try:
+                if self._follow:
+                    last_hlc = self._follow_once(last_hlc)
+                else:
+                    last_hlc = self._poll_logs(last_hlc)
+            except Exception:  # noqa: BLE001 - counted, retried
+                self._count("log_errors")
+                self._stopped.wait(1.0)
+
+    def _follow_once(self, last_hlc: int) -> int:
+        self._follower = self.client.follow_logs()
+        for record in self._follower:
+            if self._stopped.is_set():
+                break
+            hlc = record.get("hlc") or 0
+            if hlc > last_hlc or not hlc:
+                self._add_logs([record])
+            last_hlc = max(last_hlc, hlc)
+        return last_hlc
+
+    def _poll_logs(self, last_hlc: int) -> int:
+        records = self.client.logs(since_hlc=last_hlc or None, limit=2000)
+        fresh = [r for r in records if (r.get("hlc") or 0) > last_hlc]
+        self._add_logs(fresh)
+        self._stopped.wait(self.interval / 2)
+        return max([last_hlc] + [r.get("hlc") or 0 for r in fresh])
+
+    def _add_logs(self, records: list[dict[str, Any]]) -> None:
+        with self._lock:
+            room = self._logs.maxlen or 0
+            dropped = max(len(self._logs) + len(records) - room, 0)
+            self._logs.extend(records)
+            self._stats["logs_received"] += len(records)
+            self._stats["logs_dropped"] += dropped
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._stats[key] += 1

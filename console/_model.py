@@ -1,0 +1,655 @@
+"""The console's pure model: what the screen shows, computed from the admin API's dicts.
+
+Nothing here touches a terminal, a thread or a socket: the app feeds `Snapshot`s and log records
+in, and asks for tree rows, the selected node's target, log lines and rates. Everything the
+console decides (what a slice selects, which process `k` kills, what folds) is tested here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from monarch import telemetry
+
+RUNNING, FAILED, STOPPED, STOPPING, STARTING = "running", "failed", "stopped", "stopping", "starting"
+PAUSED = "paused"
+DEGRADED = "degraded"
+"""An aggregate row (job, host, proc mesh, mesh) with failed and live children."""
+"""An actor with an open debugger session (it sits in pdb)."""
+_PRECEDENCE = (FAILED, DEGRADED, PAUSED, STARTING, STOPPING, RUNNING, STOPPED)
+"""Which state an aggregate row shows: the first one any child has."""
+
+
+# -- snapshots --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One poll of the admin API (each part as the client returned it; None when it failed)."""
+
+    job: dict[str, Any] | None = None
+    topology: dict[str, Any] | None = None
+    sessions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    spans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    transfers: dict[str, Any] | None = None
+    error: str | None = None
+    taken_at: float = 0.0
+
+
+class Index:
+    """Lookups over one snapshot's topology and debugger sessions."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        topo = snapshot.topology or {"hosts": [], "meshes": [], "failures": []}
+        self.hosts: list[dict[str, Any]] = list(topo.get("hosts", []))
+        self.meshes = {m["mesh"]: m for m in topo.get("meshes", [])}
+        self.procs = {p["proc"]: dict(p, host_id=h["id"]) for h in self.hosts
+                      for p in h.get("procs", [])}
+        self.failures: list[dict[str, Any]] = list(topo.get("failures", []))
+        self.actors = {actor_key(m["mesh"], a["rank"]): (m, a) for m in self.meshes.values()
+                       for a in m.get("actors", [])}
+        self.sessions: dict[str, dict[str, Any]] = {}
+        for info in snapshot.sessions:
+            key = self.session_key(info)
+            if key is not None:
+                self.sessions.setdefault(key, info)
+
+    def session_key(self, info: Mapping[str, Any]) -> str | None:
+        """The actor key of a debugger session (by actor id `<mesh>[<rank>]`, else by name)."""
+        actor_id = str(info.get("actor_id") or "")
+        if actor_id.endswith("]") and "[" in actor_id:
+            mesh, _, rank = actor_id[:-1].rpartition("[")
+            if mesh in self.meshes and rank.isdigit():
+                return actor_key(mesh, int(rank))
+        named = [m for m in self.meshes.values() if m["name"] == info.get("actor_name")]
+        return actor_key(named[-1]["mesh"], int(info["rank"])) if named else None
+
+    def failure(self, mesh: str, rank: int) -> dict[str, Any] | None:
+        """The newest failure report of an actor."""
+        name = self.meshes.get(mesh, {}).get("name")
+        found = [f for f in self.failures if f.get("rank") == rank
+                 and (f.get("mesh") == mesh or (f.get("mesh") is None
+                                               and f.get("mesh_name") == name))]
+        return found[-1] if found else None
+
+    def actor_state(self, mesh: dict[str, Any], actor: dict[str, Any]) -> str:
+        """running / failed / stopped / starting, or paused when it sits in pdb."""
+        key = actor_key(mesh["mesh"], actor["rank"])
+        if key in self.sessions and actor.get("state") not in (FAILED, STOPPED):
+            return PAUSED
+        return str(actor.get("state") or STARTING)
+
+
+def actor_key(mesh: str, rank: int) -> str:
+    """The tree key of one actor."""
+    return f"actor:{mesh}:{rank}"
+
+
+# -- the tree ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the topology tree.
+
+    `kind` is job, host, procs (a proc mesh on that host), mesh (an actor mesh on those procs)
+    or actor; `ref` is the host id, proc mesh id, actor mesh id or actor key it stands for.
+    """
+
+    key: str
+    kind: str
+    depth: int
+    label: str
+    state: str
+    ref: str = ""
+    expandable: bool = False
+    expanded: bool = False
+    rate: float | None = None
+    queue: int | None = None
+    p50_ms: float | None = None
+    last_method: str | None = None
+    note: str = ""
+    marked: bool = False
+
+
+def default_expanded(kind: str, children: int) -> bool:
+    """Hosts and proc meshes open; actor meshes open unless they are big."""
+    return kind != "mesh" or children <= 16
+
+
+def build_rows(snapshot: Snapshot, expanded: Mapping[str, bool] | None = None,
+               rates: Mapping[str, float] | None = None,
+               marked: Iterable[str] = ()) -> list[Row]:
+    """The visible tree rows: job → hosts → proc meshes → actor meshes → actors.
+
+    Args:
+        snapshot: the newest poll.
+        expanded: the user's expand/collapse choices by row key (others: `default_expanded`).
+        rates: messages/s by actor key.
+        marked: actor keys selected by the slice input.
+    """
+    builder = _TreeBuilder(Index(snapshot), expanded or {}, rates or {}, set(marked))
+    job = snapshot.job or {}
+    return builder.build(job)
+
+
+class _TreeBuilder:
+    def __init__(self, index: Index, expanded: Mapping[str, bool], rates: Mapping[str, float],
+                 marked: set[str]) -> None:
+        self.index, self.expanded, self.rates, self.marked = index, expanded, rates, marked
+        self.rows: list[Row] = []
+
+    def build(self, job: Mapping[str, Any]) -> list[Row]:
+        hosts = self.index.hosts
+        kids = [self._host(h) for h in hosts]
+        state = _worst(k.state for k in kids) if kids else STARTING
+        title = f"job {job.get('job_id', '?')}"
+        self.rows.insert(0, Row("job", "job", 0, title, state, "", bool(hosts), True,
+                                _sum(k.rate for k in kids), None, None, None,
+                                f"{len(hosts)} host(s)"))
+        return self.rows
+
+    def _open(self, key: str, kind: str, children: int) -> bool:
+        return self.expanded.get(key, default_expanded(kind, children))
+
+    def _host(self, host: dict[str, Any]) -> Row:
+        procs = host.get("procs", [])
+        groups = list(dict.fromkeys(p["procs"] for p in procs))
+        key = f"host:{host['id']}"
+        at, is_open = len(self.rows), self._open(key, "host", len(groups))
+        kids = [self._procs(host, g, [p for p in procs if p["procs"] == g], is_open)
+                for g in groups]
+        row = Row(key, "host", 1, host.get("hostname") or host["id"],
+                  _worst(k.state for k in kids) if kids else RUNNING, host["id"], bool(groups),
+                  is_open, _sum(k.rate for k in kids), note=f"{len(procs)} procs")
+        self.rows.insert(at, row)
+        return row
+
+    def _procs(self, host: dict[str, Any], group: str, procs: list[dict[str, Any]],
+               visible: bool) -> Row:
+        names = {p["proc"] for p in procs}
+        meshes = [m for m in self.index.meshes.values() if m.get("procs") == group
+                  and any(a.get("proc") in names for a in m.get("actors", []))]
+        key = f"procs:{host['id']}:{group}"
+        at, is_open = len(self.rows), self._open(key, "procs", len(meshes))
+        kids = [self._mesh(host, m, names, visible and is_open) for m in meshes]
+        states = [p.get("state") or STARTING for p in procs] + [k.state for k in kids]
+        controller = group == "ctl" or any(p["proc"] == "controller" for p in procs)
+        label = "controller" if controller else f"procs {group}"
+        note = f"pid {procs[0].get('pid')}" if controller else _procs_note(procs)
+        row = Row(key, "procs", 2, label, _worst(states), group, bool(meshes), is_open,
+                  _sum(k.rate for k in kids), _sum(k.queue for k in kids), note=note)
+        if visible:
+            self.rows.insert(at, row)
+        return row
+
+    def _mesh(self, host: dict[str, Any], mesh: dict[str, Any], names: set[str],
+              visible: bool) -> Row:
+        actors = [a for a in mesh.get("actors", []) if a.get("proc") in names]
+        key = f"mesh:{host['id']}:{mesh['mesh']}"
+        at, is_open = len(self.rows), self._open(key, "mesh", len(actors))
+        kids = [self._actor(mesh, a, visible and is_open) for a in actors]
+        extent = format_extent(mesh.get("extent"))
+        failed = sum(k.state == FAILED for k in kids)
+        note = f"{mesh.get('class_name', '')} {extent}" + (f" · {failed} failed" if failed else "")
+        row = Row(key, "mesh", 3, mesh["name"], _worst(k.state for k in kids) if kids else
+                  STARTING, mesh["mesh"], bool(actors), is_open, _sum(k.rate for k in kids),
+                  _sum(k.queue for k in kids), _max(k.p50_ms for k in kids),
+                  _newest_method(kids), note.strip())
+        if visible:
+            self.rows.insert(at, row)
+        return row
+
+    def _actor(self, mesh: dict[str, Any], actor: dict[str, Any], visible: bool) -> Row:
+        key = actor_key(mesh["mesh"], actor["rank"])
+        state = self.index.actor_state(mesh, actor)
+        proc = self.index.procs.get(actor.get("proc", ""), {})
+        note = f"pid {proc.get('pid')}" if proc.get("pid") else ""
+        if state == FAILED:
+            failure = self.index.failure(mesh["mesh"], actor["rank"])
+            note = root_cause(failure, actor.get("failure"))
+        elif state == PAUSED:
+            info = self.index.sessions[key]
+            note = f"pdb at {info.get('function')}:{info.get('lineno')}"
+        row = Row(key, "actor", 4, f"{mesh['name']}[{actor['rank']}]", state, key,
+                  rate=self.rates.get(key), queue=actor.get("queue_depth"),
+                  p50_ms=actor.get("latency_p50_ms"), last_method=actor.get("last_method"),
+                  note=note, marked=key in self.marked)
+        if visible:
+            self.rows.append(row)
+        return row
+
+
+def _procs_note(procs: list[dict[str, Any]]) -> str:
+    live = sum(p.get("state") in (RUNNING, STARTING, STOPPING) for p in procs)
+    return f"{live}/{len(procs)} procs live"
+
+
+def _worst(states: Iterable[str]) -> str:
+    present = set(states)
+    if FAILED in present and present & {RUNNING, PAUSED, STARTING, STOPPING, DEGRADED}:
+        return DEGRADED
+    return next((s for s in _PRECEDENCE if s in present), RUNNING)
+
+
+def _sum(values: Iterable[Any]) -> Any:
+    found = [v for v in values if v is not None]
+    return sum(found) if found else None
+
+
+def _max(values: Iterable[Any]) -> Any:
+    found = [v for v in values if v is not None]
+    return max(found) if found else None
+
+
+def _newest_method(rows: list[Row]) -> str | None:
+    return next((r.last_method for r in rows if r.last_method), None)
+
+
+def root_cause(failure: Mapping[str, Any] | None, report: str | None = None) -> str:
+    """One line saying why an actor failed (the failure's reason, else the report's last line)."""
+    if failure and failure.get("reason"):
+        return str(failure["reason"]).strip().splitlines()[-1]
+    text = (failure or {}).get("report") or report or ""
+    lines = [line for line in str(text).strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "failed"
+
+
+def format_extent(extent: Mapping[str, Any] | None) -> str:
+    """`{gpus: 4}` as Monarch prints an Extent."""
+    if not extent:
+        return "{}"
+    pairs = zip(extent.get("labels", []), extent.get("sizes", []))
+    return "{" + ", ".join(f"{label}: {size}" for label, size in pairs) + "}"
+
+
+# -- what an action applies to ----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    """What the selected row (and the slice) designate for kill, stop, break, attach and stack.
+
+    `mesh` is an actor mesh id (or a proc mesh id when a proc mesh row is selected), `selection`
+    the admin API's selection text (`""` = all), `ranks` the ranks it selects, `procs` the
+    processes (name, pid) those ranks run in, `rank` set when exactly one actor is meant.
+    """
+
+    kind: str
+    mesh: str
+    name: str
+    selection: str
+    ranks: tuple[int, ...]
+    procs: tuple[tuple[str, Any], ...]
+    rank: int | None = None
+
+    def describe(self) -> str:
+        """`trainers ranks 0-1 (gpus=0:2)` for the confirmation dialog."""
+        ranks = telemetry.compress_ranks(self.ranks)
+        where = f" ({self.selection})" if self.selection else " (all)"
+        return f"{self.name} ranks {ranks}{where}"
+
+
+class TargetError(ValueError):
+    """The selected row designates nothing an action can apply to (the message says why)."""
+
+
+def target_of(snapshot: Snapshot, row: Row | None, slice_text: str = "") -> Target:
+    """The target of the selected row, narrowed by the slice text when a mesh is selected.
+
+    Raises:
+        TargetError: no row, a host or job row, or a slice that does not fit the mesh.
+    """
+    if row is None or row.kind in ("job", "host"):
+        raise TargetError("select a mesh, proc mesh or actor first")
+    index = Index(snapshot)
+    if row.kind == "actor":
+        mesh, actor = index.actors[row.ref]
+        return _mesh_target(index, mesh, [actor["rank"]], point_selection(actor.get("point")))
+    if row.kind == "mesh":
+        mesh = index.meshes[row.ref]
+        labels, sizes = _extent(mesh)
+        ranks = select_ranks(slice_text, labels, sizes)
+        return _mesh_target(index, mesh, ranks, normalize_selection(slice_text))
+    procs = sorted((p for p in index.procs.values() if p["procs"] == row.ref),
+                   key=lambda p: p["rank"])
+    if not procs:
+        raise TargetError(f"no procs in {row.label}")
+    labels, sizes = proc_mesh_extent(procs)
+    ranks = select_ranks(slice_text, labels, sizes)
+    chosen = tuple((p["proc"], p.get("pid")) for p in procs if p["rank"] in ranks)
+    return Target("procs", row.ref, row.label, normalize_selection(slice_text), tuple(ranks),
+                  chosen)
+
+
+def _mesh_target(index: Index, mesh: dict[str, Any], ranks: list[int],
+                 selection: str) -> Target:
+    by_rank = {a["rank"]: a for a in mesh.get("actors", [])}
+    procs = tuple((by_rank[r]["proc"], index.procs.get(by_rank[r]["proc"], {}).get("pid"))
+                  for r in ranks if r in by_rank)
+    single = ranks[0] if len(ranks) == 1 else None
+    return Target("mesh", mesh["mesh"], mesh["name"], selection, tuple(ranks), procs, single)
+
+
+def _extent(mesh: Mapping[str, Any]) -> tuple[list[str], list[int]]:
+    extent = mesh.get("extent") or {}
+    return list(extent.get("labels", [])), list(extent.get("sizes", []))
+
+
+def proc_mesh_extent(procs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[int]]:
+    """A proc mesh's extent from its procs' points (one `rank` dimension if they have none)."""
+    points = [p.get("point") or {} for p in procs]
+    labels = list(points[0]) if points and points[0] else []
+    if not labels:
+        return ["rank"], [max((p["rank"] for p in procs), default=-1) + 1]
+    return labels, [max(pt.get(label, 0) for pt in points) + 1 for label in labels]
+
+
+def point_selection(point: Mapping[str, int] | None) -> str:
+    """The selection text naming one point: `hosts=0, gpus=3`."""
+    return ", ".join(f"{label}={value}" for label, value in (point or {}).items())
+
+
+def normalize_selection(text: str) -> str:
+    """The slice text as the admin API takes it (`*`/`all`/blank → `""`)."""
+    text = " ".join(text.split())
+    return "" if text in ("", "*", "all") else text
+
+
+# -- slices -----------------------------------------------------------------------------------
+
+class SliceError(ValueError):
+    """A slice that does not parse or does not fit the mesh (the message says why)."""
+
+
+def select_ranks(selection: str, labels: Sequence[str], sizes: Sequence[int]) -> list[int]:
+    """The row-major ranks that `hosts=0, gpus=0:4` (index, `a:b[:s]` range or `(a,b)` list per
+    label; labels left out keep their whole range; blank = all) selects in the extent.
+
+    Raises:
+        SliceError: unknown label, index out of range, bad syntax, or nothing selected.
+    """
+    chosen = [list(range(size)) for size in sizes]
+    for label, text in _items(selection):
+        if label not in labels:
+            known = ", ".join(labels) or "none"
+            raise SliceError(f"unknown dimension {label!r} (this mesh has: {known})")
+        dim = list(labels).index(label)
+        chosen[dim] = _values(label, text, sizes[dim])
+    ranks = sorted({_rank(point, sizes) for point in itertools.product(*chosen)})
+    if not ranks:
+        raise SliceError(f"{selection!r} selects no rank")
+    return ranks
+
+
+def _items(selection: str) -> list[tuple[str, str]]:
+    text = normalize_selection(selection)
+    if not text:
+        return []
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text + ","):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            part = text[start:i].strip()
+            start = i + 1
+            if not part:
+                continue
+            label, sep, value = part.partition("=")
+            if not sep or not label.strip() or not value.strip():
+                raise SliceError(f"expected label=value, got {part!r} (e.g. gpus=0:4)")
+            items.append((label.strip(), value.strip()))
+    return items
+
+
+def _values(label: str, text: str, size: int) -> list[int]:
+    try:
+        if text.startswith("("):
+            values = [int(v) for v in text.strip("()").split(",") if v.strip()]
+        elif ":" in text:
+            bits = [b.strip() for b in text.split(":")]
+            if len(bits) > 3:
+                raise ValueError(text)
+            start, stop = int(bits[0] or 0), int(bits[1]) if bits[1] else size
+            step = int(bits[2]) if len(bits) == 3 and bits[2] else 1
+            if step <= 0 or not (0 <= start <= size and 0 <= stop <= size):
+                raise SliceError(f"{label}={text} does not fit size {size}")
+            return list(range(start, stop, step))
+        else:
+            values = [int(text)]
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, SliceError):
+            raise
+        raise SliceError(f"{label}={text}: not an index, range or (list)") from None
+    bad = [v for v in values if not 0 <= v < size]
+    if bad:
+        raise SliceError(f"{label}={bad[0]} is out of range (size {size})")
+    return values
+
+
+def _rank(point: tuple[int, ...], sizes: Sequence[int]) -> int:
+    rank = 0
+    for coord, size in zip(point, sizes):
+        rank = rank * size + coord
+    return rank
+
+
+# -- rates ------------------------------------------------------------------------------------
+
+class RateTracker:
+    """Per-key rates (messages/s) from cumulative counters sampled over time, with history."""
+
+    def __init__(self, history: int = 60) -> None:
+        self._last: dict[str, tuple[float, float]] = {}
+        # the newest rate of each key; history is kept for sparklines
+        self.rates: dict[str, float] = {}
+        self.history: dict[str, deque[float]] = {}
+        self._size = history
+
+    def update(self, now: float, counters: Mapping[str, float]) -> dict[str, float]:
+        """Samples `counters` (cumulative) at `now` (seconds); returns the rates."""
+        for key, value in counters.items():
+            before = self._last.get(key)
+            self._last[key] = (now, value)
+            if before is None or now <= before[0]:
+                continue
+            rate = max(value - before[1], 0.0) / (now - before[0])
+            self.rates[key] = rate
+            self.history.setdefault(key, deque(maxlen=self._size)).append(rate)
+        return self.rates
+
+
+def actor_counters(snapshot: Snapshot) -> dict[str, float]:
+    """messages handled (cumulative) by actor key."""
+    return {key: float(actor.get("messages") or 0)
+            for key, (_, actor) in Index(snapshot).actors.items()}
+
+
+# -- logs -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogFilter:
+    """Which log records the log pane shows: text search, mesh name, rank, proc."""
+
+    text: str = ""
+    mesh: str | None = None
+    rank: int | None = None
+    proc: str | None = None
+
+    def matches(self, record: Mapping[str, Any]) -> bool:
+        if self.mesh is not None and record.get("mesh") != self.mesh:
+            return False
+        if self.rank is not None and record.get("rank") != self.rank:
+            return False
+        if self.proc is not None and record.get("proc") != self.proc:
+            return False
+        return not self.text or self.text.lower() in str(record.get("text", "")).lower()
+
+    def describe(self) -> str:
+        """`mesh=trainers rank=2 /loss` (empty when it shows everything)."""
+        parts = [f"{k}={v}" for k, v in (("mesh", self.mesh), ("rank", self.rank),
+                                         ("proc", self.proc)) if v is not None]
+        return " ".join(parts + ([f"/{self.text}"] if self.text else []))
+
+
+def filter_for(row: Row | None, snapshot: Snapshot, text: str = "") -> LogFilter:
+    """The log filter following a tree row: its actor mesh (and rank), or its proc mesh's procs."""
+    if row is None or row.kind in ("job", "host"):
+        return LogFilter(text)
+    index = Index(snapshot)
+    if row.kind == "actor":
+        mesh, actor = index.actors[row.ref]
+        return LogFilter(text, mesh["name"], actor["rank"])
+    if row.kind == "mesh":
+        return LogFilter(text, index.meshes[row.ref]["name"])
+    return LogFilter(text)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of the log pane: maybe several identical records folded together."""
+
+    time: float
+    stream: str
+    level: int
+    source: str
+    text: str
+    count: int = 1
+
+    def __str__(self) -> str:
+        fold = f"[{self.count} similar log lines] " if self.count > 1 else ""
+        return f"{fold}[{self.source}] {self.text}" if self.source else f"{fold}{self.text}"
+
+
+class LogBuffer:
+    """The newest log records (bounded), and the pane's lines under a filter, folded or not."""
+
+    def __init__(self, limit: int = 5000) -> None:
+        self.records: deque[dict[str, Any]] = deque(maxlen=limit)
+        self.version = 0
+        """Bumped by every change: the pane re-renders when it moved."""
+        self.received = 0
+
+    def extend(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Adds records (any order; kept in HLC order); returns how many were new."""
+        fresh = [dict(r) for r in records]
+        if not fresh:
+            return 0
+        out_of_order = self.records and fresh[0].get("hlc", 0) < self.records[-1].get("hlc", 0)
+        self.records.extend(fresh)
+        if out_of_order or any(a.get("hlc", 0) > b.get("hlc", 0)
+                               for a, b in zip(fresh, fresh[1:])):
+            ordered = sorted(self.records, key=lambda r: r.get("hlc", 0))
+            self.records.clear()
+            self.records.extend(ordered)
+        self.received += len(fresh)
+        self.version += 1
+        return len(fresh)
+
+    def lines(self, flt: LogFilter = LogFilter(), fold: bool = True,
+              limit: int = 500) -> list[LogLine]:
+        """The last `limit` lines that pass `flt`, identical lines of one second folded."""
+        chosen = [r for r in self.records if flt.matches(r)]
+        if not fold:
+            return [_line([r]) for r in chosen[-limit:]]
+        tail = chosen[-limit * 8:]
+        folded = telemetry.fold([_log_record(r) for r in tail], window=1.0)
+        return [_line([m.tags for m in f.members]) for f in folded][-limit:]
+
+
+def _log_record(record: Mapping[str, Any]) -> telemetry.LogRecord:
+    return telemetry.LogRecord(int(record.get("hlc") or 0), int((record.get("time") or 0) * 1e9),
+                               str(record.get("stream", "stdout")),
+                               int(record.get("level") or 20), str(record.get("text", "")),
+                               tags=record)  # type: ignore[arg-type]
+
+
+def _line(members: list[Mapping[str, Any]]) -> LogLine:
+    first = members[0]
+    return LogLine(float(first.get("time") or 0.0), str(first.get("stream", "stdout")),
+                   int(first.get("level") or 20), log_source(members),
+                   str(first.get("text", "")), len(members))
+
+
+def log_source(members: Sequence[Mapping[str, Any]]) -> str:
+    """`trainers[0-3]`, `trainers[1]`, `ctl` — who wrote a (folded) line."""
+    meshes = list(dict.fromkeys(str(m.get("mesh") or m.get("proc") or "") for m in members))
+    ranks = [m.get("rank") for m in members if m.get("rank") is not None]
+    if len(meshes) == 1:
+        return f"{meshes[0]}[{telemetry.compress_ranks(ranks)}]" if ranks else meshes[0]
+    return f"{len(meshes)} meshes [ranks {telemetry.compress_ranks(ranks)}]"
+
+
+def now() -> float:
+    """The model's clock (monotonic seconds); tests pass their own times instead."""
+    return time.monotonic()
+
+
+# -- keys -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    """One key binding: Textual key names (comma-separated), the app action, its help text."""
+
+    keys: str
+    action: str
+    description: str
+    group: str
+    footer: str = ""
+    """The footer's short label ("" keeps the key out of the footer)."""
+
+
+KEYS: tuple[Key, ...] = (
+    Key("j,down", "cursor_down", "next row", "move"),
+    Key("up", "cursor_up", "previous row (k is kill, as in htop)", "move"),
+    Key("g,home", "cursor_top", "first row", "move"),
+    Key("G,end", "cursor_bottom", "last row", "move"),
+    Key("enter,right,left", "toggle", "expand / collapse the row", "move"),
+    Key("tab", "focus_next", "next pane", "move", "panes"),
+    Key("l", "focus_logs", "focus the logs", "move"),
+    Key("colon", "slice", "slice the selected mesh (hosts=0, gpus=0:4)", "select", "slice"),
+    Key("escape", "clear", "clear the slice and the log search", "select"),
+    Key("slash", "search", "search the logs", "logs", "search"),
+    Key("m", "logs_follow_selection", "logs of the selected mesh/rank only (toggle)", "logs"),
+    Key("f", "follow", "follow the newest logs (toggle)", "logs"),
+    Key("u", "fold", "fold identical lines across ranks (toggle)", "logs"),
+    Key("k,ctrl+k", "kill", "kill the selection (SIGKILL, after confirmation)", "act", "kill"),
+    Key("s", "stop", "stop the selection gracefully (after confirmation)", "act", "stop"),
+    Key("a", "attach", "attach pdb to the paused actor (detach: `detach` or Ctrl-D)", "debug",
+        "attach"),
+    Key("b", "break_next", "break the selected actor at its next message", "debug", "break"),
+    Key("C", "continue_all", "continue every paused actor", "debug"),
+    Key("p", "stack", "py-spy stack of the selected proc", "inspect", "py-spy"),
+    Key("d", "diagnose", "diagnostics: ping every proc", "inspect", "diag"),
+    Key("r", "refresh", "refresh now", "inspect"),
+    Key("question_mark", "help", "this help", "app", "help"),
+    Key("q,ctrl+c", "quit", "quit", "app", "quit"),
+)
+"""Every key of the console (k9s/htop habits); the app's BINDINGS and the help are made of it."""
+
+
+def key_for(action: str) -> Key:
+    """The binding of an action."""
+    return next(k for k in KEYS if k.action == action)
+
+
+def display_key(keys: str) -> str:
+    """`slash` → `/`, `question_mark` → `?`, `ctrl+k` → `^k` (for the footer and the help)."""
+    names = {"slash": "/", "question_mark": "?", "colon": ":", "escape": "esc",
+             "down": "↓", "up": "↑", "right": "→", "left": "←", "enter": "⏎"}
+    shown = [names.get(k, k.replace("ctrl+", "^")) for k in keys.split(",")]
+    return "/".join(shown)
+
+
+def breadcrumb(rows: Sequence[Row], selected: Row | None) -> str:
+    """`job j1 › box › procs p1 › trainers › trainers[2]`: the path to the selected row."""
+    if selected is None or selected not in rows:
+        return "no selection"
+    path: list[str] = []
+    depth = selected.depth + 1
+    for row in reversed(rows[:rows.index(selected) + 1]):
+        if row.depth < depth:
+            path.append(row.label)
+            depth = row.depth
+    return " › ".join(reversed(path))

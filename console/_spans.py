@@ -1,0 +1,56 @@
+"""Recent spans: calls and actor invocations with their durations, newest first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from ._format import fmt_ms
+
+COLUMNS = ("time", "span", "where", "duration", "outcome")
+
+
+class SpanPane(DataTable[Text]):
+    """The newest spans (the admin API's `spans()`), slow ones highlighted."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(cursor_type="row", **kwargs)  # type: ignore[arg-type]
+        self.shown: list[tuple[str, ...]] = []
+
+    def on_mount(self) -> None:
+        self.border_title = "spans"
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+
+    def show(self, spans: Sequence[dict[str, Any]], limit: int = 100) -> None:
+        """Shows the newest `limit` spans."""
+        ordered = sorted(spans, key=lambda s: s.get("end_ns") or s.get("start_ns") or 0,
+                         reverse=True)[:limit]
+        rows = [_cells(s) for s in ordered]
+        plain = [tuple(c.plain for c in row) for row in rows]
+        if plain == self.shown:
+            return
+        self.shown = plain
+        self.border_title = f"spans ({len(spans)} recent)"
+        self.clear()
+        for row in rows:
+            self.add_row(*row)
+
+
+def _cells(span: dict[str, Any]) -> tuple[Text, ...]:
+    start = (span.get("start_ns") or 0) / 1e9
+    where = ""
+    if span.get("mesh") is not None:
+        rank = span.get("rank")
+        where = f"{span['mesh']}[{rank}]" if rank is not None else str(span["mesh"])
+    duration = span.get("duration_ms")
+    outcome = str(span.get("outcome") or "")
+    slow = duration is not None and duration >= 100
+    return (Text(time.strftime("%H:%M:%S", time.localtime(start)), style="dim"),
+            Text(str(span.get("name", "?"))), Text(where, style="cyan"),
+            Text(fmt_ms(duration), justify="right", style="yellow" if slow else ""),
+            Text(outcome, style="red" if outcome not in ("", "ok") else "green"))

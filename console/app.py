@@ -1,0 +1,502 @@
+"""`monarch top`: the Textual console of a running job.
+
+Layout: a two-line header (job, uptime, health, paused actors, refresh rate; then the selection
+or the newest error), the topology tree (left) beside the detail pane and the transfer
+throughput (right), the logs beside the recent spans (bottom), the slice and search inputs
+(hidden until `:` or `/`), and the footer with the key hints. Data comes from a `Feed` (poll and
+log threads over the admin client); the screen takes it on a timer and asks the pure model
+(`_model`) what to show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer
+
+from . import _model as model
+from ._attach import attach
+from ._confirm import ConfirmScreen
+from ._describe import describe
+from ._detail import DetailPane
+from ._diagnostics import DiagnosticsOverlay
+from ._feed import Client, Feed
+from ._header import JobHeader
+from ._help import HelpScreen
+from ._logs import LogPane
+from ._search_input import SearchInput
+from ._slice_input import SliceInput
+from ._spans import SpanPane
+from ._stack import StackOverlay
+from ._throughput import ThroughputPane
+from ._tree import MeshTree
+
+TICK_S = 0.1
+"""How often the screen takes new data from the feed."""
+LOG_RENDER_S = 0.25
+"""The log pane re-renders at most this often (4 Hz) however fast lines arrive."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsoleStatistics:
+    """How the console keeps up: screen updates per second, the timer's lag, logs rendered."""
+
+    updates_per_s: float
+    log_renders_per_s: float
+    snapshots_per_s: float
+    tick_lag_ms_p50: float
+    tick_lag_ms_max: float
+    log_records: int
+    log_lines_shown: int
+
+
+class MonarchTop(App[None]):
+    """The console. `client` is a `monarch.admin.AdminClient` (or anything with its methods).
+
+    Args:
+        client: the admin client of the job to show.
+        refresh: seconds between polls of the admin API.
+        attach_io: (stdin, stdout) for pdb sessions instead of the real terminal (tests).
+        feed: a ready `Feed` (default: one over `client`).
+    """
+
+    TITLE = "monarch top"
+    CSS = """
+    JobHeader { dock: top; height: 2; padding: 0 1; background: $boost; }
+    #upper { height: 3fr; }
+    #lower { height: 2fr; }
+    #side { width: 2fr; }
+    MeshTree { width: 3fr; height: 100%; }
+    DetailPane { height: 1fr; }
+    ThroughputPane { height: 8; }
+    LogPane { width: 3fr; height: 100%; }
+    SpanPane { width: 2fr; height: 100%; }
+    MeshTree, DetailPane, ThroughputPane, LogPane, SpanPane {
+        border: round $secondary; scrollbar-size: 1 1;
+    }
+    MeshTree:focus, DetailPane:focus, LogPane:focus, SpanPane:focus { border: round $accent; }
+    SliceInput, SearchInput { dock: bottom; display: none; }
+    SliceInput.shown, SearchInput.shown { display: block; }
+    #throughput-spark { height: 2; margin: 0 1; }
+    ConfirmScreen, HelpScreen, Overlay { align: center middle; }
+    #confirm-box { width: 80; height: auto; border: thick $error; background: $surface;
+                   padding: 1 2; }
+    #confirm-keys { margin-top: 1; }
+    #help-box { width: 100; height: 85%; border: round $primary; background: $surface;
+                padding: 0 1; }
+    #help-legend { margin-top: 1; }
+    #overlay-box { width: 90%; height: 85%; border: round $primary; background: $surface;
+                   padding: 0 1; }
+    """
+    BINDINGS = [Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer),
+                        key_display=model.display_key(k.keys).split("/")[0])
+                for k in model.KEYS]
+
+    def __init__(self, client: Client, *, refresh: float = 1.0,
+                 attach_io: tuple[TextIO, TextIO] | None = None,
+                 feed: Feed | None = None) -> None:
+        super().__init__()
+        self.client = client
+        self.refresh_s = refresh
+        self.attach_io = attach_io
+        self.feed = feed or Feed(client, interval=refresh)
+        self.snapshot = model.Snapshot()
+        self.rates = model.RateTracker()
+        self.expanded: dict[str, bool] = {}
+        self.logs = model.LogBuffer()
+        self.search = ""
+        self.logs_by_selection = False
+        self.fold = True
+        self.slice: tuple[str, str] | None = None
+        """(row key of the sliced mesh, slice text) while a slice is applied."""
+        self.marked: set[str] = set()
+        self.results: list[tuple[str, Any]] = []
+        """(action, result or error text) of every action, oldest first."""
+        self._ticks: deque[tuple[float, float, bool, bool, bool]] = deque(maxlen=600)
+        self._last_tick = 0.0
+        self._log_rendered = (0.0, -1, "")
+        self._error: str | None = None
+        self._seen_sessions: set[int] = set()
+
+    # -- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield JobHeader(id="header")
+        with Horizontal(id="upper"):
+            yield MeshTree(id="tree")
+            with Vertical(id="side"):
+                yield DetailPane(id="detail")
+                yield ThroughputPane(id="throughput")
+        with Horizontal(id="lower"):
+            yield LogPane(id="logs")
+            yield SpanPane(id="spans")
+        yield SliceInput(id="slice")
+        yield SearchInput(id="search")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.tree.focus()
+        self.feed.start()
+        self._last_tick = time.monotonic()
+        self.set_interval(TICK_S, self._tick)
+        self._render_header()
+
+    def on_unmount(self) -> None:
+        self.feed.stop()
+
+    @property
+    def tree(self) -> MeshTree:
+        return self.query_one(MeshTree)
+
+    # -- taking data -----------------------------------------------------------------------
+    def _tick(self) -> None:
+        started = time.monotonic()
+        lag = max(started - self._last_tick - TICK_S, 0.0)
+        self._last_tick = started
+        snap = self.feed.take()
+        if snap is not None:
+            self.apply(snap)
+        fresh = self.logs.extend(self.feed.take_logs())
+        rendered = self._render_logs() if fresh or snap is not None else False
+        self._ticks.append((started, lag, snap is not None, rendered, bool(fresh)))
+        if snap is not None:
+            self._render_header()
+
+    def apply(self, snap: model.Snapshot) -> None:
+        """Shows a new snapshot (keeps the last good topology when this poll failed)."""
+        self._error = snap.error
+        if snap.topology is None or snap.job is None:
+            snap = dataclasses.replace(self.snapshot, error=snap.error)
+        self.snapshot = snap
+        self.rates.update(snap.taken_at or time.monotonic(), model.actor_counters(snap))
+        self._refresh_marked()
+        self._render_tree()
+        self.query_one(SpanPane).show(snap.spans)
+        self.query_one(ThroughputPane).show(snap.transfers)
+        self._announce_sessions(snap.sessions)
+
+    def _render_tree(self) -> None:
+        rows = model.build_rows(self.snapshot, self.expanded, self.rates.rates, self.marked)
+        self.tree.show(rows)
+        self._render_detail()
+
+    def _render_detail(self) -> None:
+        self.query_one(DetailPane).show(describe(self.tree.selected, self.snapshot,
+                                                 self.rates.rates))
+
+    def _render_logs(self, force: bool = False) -> bool:
+        flt = self._log_filter()
+        key = (self.logs.version, flt.describe() + str(self.fold))
+        now = time.monotonic()
+        if not force and (key == self._log_rendered[1:] or now - self._log_rendered[0]
+                          < LOG_RENDER_S):
+            return False
+        self._log_rendered = (now, *key)
+        pane = self.query_one(LogPane)
+        status = " · ".join(x for x in (flt.describe(), "" if pane.follow else "paused",
+                                        "" if self.fold else "unfolded") if x)
+        pane.show(self.logs.lines(flt, self.fold, limit=400), f"({status})" if status else "")
+        return True
+
+    def _log_filter(self) -> model.LogFilter:
+        if self.logs_by_selection:
+            return model.filter_for(self.tree.selected, self.snapshot, self.search)
+        return model.LogFilter(self.search)
+
+    def _render_header(self) -> None:
+        crumb = self._crumb()
+        paused = len(self.snapshot.sessions)
+        self.query_one(JobHeader).show(self.snapshot.job, paused=paused,
+                                       refresh_s=self.refresh_s,
+                                       fps=self.statistics().updates_per_s, crumb=crumb,
+                                       error=self._error)
+
+    def _crumb(self) -> str:
+        parts = [model.breadcrumb(self.tree.rows_shown, self.tree.selected)]
+        if self.slice is not None:
+            key, text = self.slice
+            parts.append(f"slice {text or 'all'} → {len(self.marked)} rank(s) marked ◆")
+        return " › ".join(parts)
+
+    def _announce_sessions(self, sessions: list[dict[str, Any]]) -> None:
+        for info in sessions:
+            if info.get("id") not in self._seen_sessions:
+                self._seen_sessions.add(info.get("id"))
+                self.notify(f"{info.get('actor_name')}[{info.get('rank')}] paused in pdb at "
+                            f"{info.get('function')}:{info.get('lineno')} — select it, press a",
+                            title="breakpoint", timeout=8)
+
+    def statistics(self) -> ConsoleStatistics:
+        """Rates over the last 10 seconds of ticks."""
+        ticks = [t for t in self._ticks if t[0] >= time.monotonic() - 10.0]
+        span = max(ticks[-1][0] - ticks[0][0], 1e-9) if len(ticks) > 1 else 1.0
+        lags = sorted(t[1] * 1000 for t in ticks) or [0.0]
+        return ConsoleStatistics(
+            updates_per_s=sum(t[2] or t[3] for t in ticks) / span,
+            log_renders_per_s=sum(t[3] for t in ticks) / span,
+            snapshots_per_s=sum(t[2] for t in ticks) / span,
+            tick_lag_ms_p50=lags[len(lags) // 2], tick_lag_ms_max=lags[-1],
+            log_records=self.logs.received,
+            log_lines_shown=len(self.query_one(LogPane).shown_lines))
+
+    # -- tree events -----------------------------------------------------------------------
+    def on_mesh_tree_selected(self, event: MeshTree.Selected) -> None:
+        self._render_detail()
+        self._render_header()
+        if self.logs_by_selection:
+            self._render_logs(force=True)
+
+    def on_mesh_tree_toggled(self, event: MeshTree.Toggled) -> None:
+        row = event.row
+        self.expanded[row.key] = not row.expanded if event.expand is None else event.expand
+        self._render_tree()
+
+    # -- moving ----------------------------------------------------------------------------
+    def action_cursor_down(self) -> None:
+        self.tree.focus()
+        self.tree.action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.tree.focus()
+        self.tree.action_cursor_up()
+
+    def action_cursor_top(self) -> None:
+        self.tree.focus()
+        self.tree.move_cursor(row=0)
+
+    def action_cursor_bottom(self) -> None:
+        self.tree.focus()
+        self.tree.move_cursor(row=max(len(self.tree.rows_shown) - 1, 0))
+
+    def action_toggle(self) -> None:
+        self.tree.action_toggle()
+
+    def action_focus_logs(self) -> None:
+        self.query_one(LogPane).focus()
+
+    # -- slice and search ------------------------------------------------------------------
+    def action_slice(self) -> None:
+        row = self.tree.selected
+        if row is None or row.kind not in ("mesh", "procs"):
+            self.notify("select a mesh (or proc mesh) row to slice it", severity="warning")
+            return
+        box = self.query_one(SliceInput)
+        box.border_title = f"slice {row.label}"
+        box.value = self.slice[1] if self.slice and self.slice[0] == row.key else ""
+        box.add_class("shown")
+        box.focus()
+
+    def on_slice_input_applied(self, event: SliceInput.Applied) -> None:
+        if self.apply_slice(event.text):
+            self._close_input(SliceInput)
+
+    def on_slice_input_cancelled(self, event: SliceInput.Cancelled) -> None:
+        self._close_input(SliceInput)
+
+    def apply_slice(self, text: str) -> bool:
+        """Selects the ranks `text` picks in the selected mesh; False (and a warning) if it does
+        not fit."""
+        row = self.tree.selected
+        try:
+            target = model.target_of(self.snapshot, row, text)
+        except (model.SliceError, model.TargetError) as exc:
+            self.notify(str(exc), title="slice", severity="error")
+            return False
+        assert row is not None
+        self.slice = (row.key, text)
+        self._refresh_marked()
+        self._render_tree()
+        self._render_header()
+        self.notify(f"selected {target.describe()}", title="slice")
+        return True
+
+    def _refresh_marked(self) -> None:
+        self.marked = set()
+        if self.slice is None:
+            return
+        key, text = self.slice
+        row = next((r for r in model.build_rows(self.snapshot, self.expanded) if r.key == key),
+                   None)
+        if row is None or row.kind != "mesh":
+            return
+        try:
+            target = model.target_of(self.snapshot, row, text)
+        except (model.SliceError, model.TargetError):
+            return
+        self.marked = {model.actor_key(target.mesh, r) for r in target.ranks}
+
+    def action_search(self) -> None:
+        box = self.query_one(SearchInput)
+        box.value = self.search
+        box.add_class("shown")
+        box.focus()
+
+    def on_search_input_changed(self, event: SearchInput.Changed) -> None:
+        self.search = event.text
+        self._render_logs(force=True)
+        if event.done:
+            self._close_input(SearchInput)
+
+    def _close_input(self, kind: type) -> None:
+        self.query_one(kind).remove_class("shown")
+        self.tree.focus()
+
+    def action_clear(self) -> None:
+        self.slice, self.marked, self.search = None, set(), ""
+        self._render_tree()
+        self._render_logs(force=True)
+        self._render_header()
+
+    def action_logs_follow_selection(self) -> None:
+        self.logs_by_selection = not self.logs_by_selection
+        self._render_logs(force=True)
+
+    def action_follow(self) -> None:
+        pane = self.query_one(LogPane)
+        pane.follow = not pane.follow
+        self._render_logs(force=True)
+        if pane.follow:
+            pane.scroll_end(animate=False)
+
+    def action_fold(self) -> None:
+        self.fold = not self.fold
+        self._render_logs(force=True)
+
+    # -- acting on the selection -----------------------------------------------------------
+    def target(self) -> model.Target:
+        """What `k`, `s`, `b`, `p` apply to: the selected row, narrowed by its slice."""
+        row = self.tree.selected
+        text = self.slice[1] if self.slice and row and self.slice[0] == row.key else ""
+        return model.target_of(self.snapshot, row, text)
+
+    def _target_or_warn(self) -> model.Target | None:
+        try:
+            return self.target()
+        except (model.TargetError, model.SliceError) as exc:
+            self.notify(str(exc), severity="warning")
+            return None
+
+    def action_kill(self) -> None:
+        self._confirm_then("kill", "Kill", "SIGKILL to",
+                           lambda t: self.client.kill(t.mesh, t.selection))  # type: ignore
+
+    def action_stop(self) -> None:
+        self._confirm_then("stop", "Stop", "graceful stop of",
+                           lambda t: self.client.stop(t.mesh, t.selection))  # type: ignore
+
+    def _confirm_then(self, name: str, verb: str, what: str,
+                      act: Callable[[model.Target], Any]) -> None:
+        target = self._target_or_warn()
+        if target is None:
+            return
+        procs = ", ".join(f"{p} (pid {pid})" for p, pid in target.procs[:8])
+        more = f" and {len(target.procs) - 8} more" if len(target.procs) > 8 else ""
+        question = f"{verb} {target.describe()}?"
+        detail = f"{what} {len(target.procs)} process(es): {procs}{more}"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._run_action(name, lambda: act(target))
+
+        self.push_screen(ConfirmScreen(question, detail), answered)
+
+    def action_break_next(self) -> None:
+        target = self._target_or_warn()
+        if target is None:
+            return
+        if target.rank is None:
+            self.notify("select one actor (or slice one rank) to break into", severity="warning")
+            return
+        rank = target.rank
+        self._run_action("break_next",
+                         lambda: self.client.break_next(target.mesh, rank))  # type: ignore
+
+    def action_continue_all(self) -> None:
+        self._run_action("continue_all", self.client.continue_all)  # type: ignore
+
+    def action_stack(self) -> None:
+        target = self._target_or_warn()
+        if target is None or not target.procs:
+            return
+        proc, pid = target.procs[0]
+        self.push_screen(StackOverlay(proc, pid, lambda: self.client.stack(proc)))  # type: ignore
+
+    def action_diagnose(self) -> None:
+        self.push_screen(DiagnosticsOverlay(self.client.diagnose))  # type: ignore
+
+    def action_refresh(self) -> None:
+        self.feed.poke()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    @work(thread=True, group="actions")
+    def _run_action(self, name: str, call: Callable[[], Any]) -> None:
+        try:
+            result, error = call(), None
+        except Exception as exc:  # noqa: BLE001 - shown to the user
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        self.call_from_thread(self._action_done, name, result, error)
+
+    def _action_done(self, name: str, result: Any, error: str | None) -> None:
+        self.results.append((name, error if error else result))
+        self.feed.poke()
+        if error:
+            self.notify(error, title=name, severity="error", timeout=10)
+        else:
+            self.notify(summarize(name, result), title=name)
+
+    # -- debugger --------------------------------------------------------------------------
+    def session_for_selection(self) -> dict[str, Any] | None:
+        """The paused session of the selected actor (or the only one under the selected row,
+        or the job's only session)."""
+        index = model.Index(self.snapshot)
+        row = self.tree.selected
+        sessions = self.snapshot.sessions
+        if row is not None and row.kind == "actor" and row.key in index.sessions:
+            return index.sessions[row.key]
+        if row is not None and row.kind == "mesh":
+            inside = [s for s in sessions if (index.session_key(s) or "").startswith(
+                f"actor:{row.ref}:")]
+            if len(inside) == 1:
+                return inside[0]
+        return sessions[0] if len(sessions) == 1 else None
+
+    def action_attach(self) -> None:
+        session = self.session_for_selection()
+        if session is None:
+            count = len(self.snapshot.sessions)
+            self.notify("no paused actor here" + (f"; {count} paused: select one" if count else
+                        "; press b to break an actor at its next message"), severity="warning")
+            return
+        if self.attach_io is not None:
+            ended = attach(self.client, session, *self.attach_io)  # type: ignore[arg-type]
+        else:
+            with self.suspend():
+                ended = attach(self.client, session, sys.stdin, sys.stdout)  # type: ignore
+        self.results.append(("attach", "ended" if ended else "detached"))
+        self.feed.poke()
+        self.refresh()
+
+
+def summarize(name: str, result: Any) -> str:
+    """One line about an action's result."""
+    if not isinstance(result, dict):
+        return f"{name}: {result}"
+    if name == "kill":
+        pids = ", ".join(str(k.get("pid")) for k in result.get("killed", []))
+        return f"sent {result.get('signal', 'SIGKILL')} to pid(s) {pids or 'none'}"
+    if name == "stop":
+        return f"stopped {len(result.get('stopped', []))} proc(s)" + (
+            "" if result.get("done", True) else " (still exiting)")
+    if name == "break_next":
+        return f"{result.get('mesh')}[{result.get('rank')}] breaks at its next message"
+    return f"{name}: done"
