@@ -101,6 +101,7 @@ def end_invocation(slot: Any, msg: Any, span: Any, started: float, outcome: str)
     span.end(outcome)
     telemetry.count_message(slot.header.name, msg.method)
     telemetry.observe_handler_latency(slot.header.name, msg.method, seconds)
+    telemetry.set_queue_depth(slot.instance.actor_id, slot.queue_depth())
 
 
 def tag_actor(slot: Any) -> None:
