@@ -18,11 +18,15 @@ class DetailPane(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="detail-body")
 
+    description: Description | None = None
+    """What the pane shows now."""
+
     def on_mount(self) -> None:
         self.border_title = "detail"
 
     def show(self, description: Description) -> None:
         """Replaces the content."""
+        self.description = description
         self.border_title = f"detail: {description.title}"
         self.query_one("#detail-body", Static).update(render(description))
 

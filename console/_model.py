@@ -194,7 +194,7 @@ class _TreeBuilder:
         kids = [self._actor(mesh, a, visible and is_open) for a in actors]
         extent = format_extent(mesh.get("extent"))
         failed = sum(k.state == FAILED for k in kids)
-        note = f"{mesh.get('class_name', '')} {extent}" + (f" · {failed} failed" if failed else "")
+        note = f"{str(mesh.get('class_name', '')).rsplit('.', 1)[-1]} {extent}" + (f" · {failed} failed" if failed else "")
         row = Row(key, "mesh", 3, mesh["name"], _worst(k.state for k in kids) if kids else
                   STARTING, mesh["mesh"], bool(actors), is_open, _sum(k.rate for k in kids),
                   _sum(k.queue for k in kids), _max(k.p50_ms for k in kids),

@@ -10,7 +10,7 @@ from textual.widgets import Input
 class SearchInput(Input):
     """`/` text search of the logs (live while typing; enter keeps it, esc clears it)."""
 
-    class Changed(Message):
+    class Searched(Message):
         """The search text changed."""
 
         def __init__(self, text: str, done: bool) -> None:
@@ -23,14 +23,14 @@ class SearchInput(Input):
 
     async def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.post_message(self.Changed(event.value, False))
+        self.post_message(self.Searched(event.value, False))
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.post_message(self.Changed(event.value, True))
+        self.post_message(self.Searched(event.value, True))
 
     async def on_key(self, event: events.Key) -> None:
         if event.key == "escape":
             event.stop()
             self.value = ""
-            self.post_message(self.Changed("", True))
+            self.post_message(self.Searched("", True))

@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 
 from ._format import fmt_ms
 
-COLUMNS = ("time", "span", "where", "duration", "outcome")
+COLUMNS = ("span", "where", "duration", "outcome", "time")
 
 
 class SpanPane(DataTable[Text]):
@@ -50,7 +50,7 @@ def _cells(span: dict[str, Any]) -> tuple[Text, ...]:
     duration = span.get("duration_ms")
     outcome = str(span.get("outcome") or "")
     slow = duration is not None and duration >= 100
-    return (Text(time.strftime("%H:%M:%S", time.localtime(start)), style="dim"),
-            Text(str(span.get("name", "?"))), Text(where, style="cyan"),
+    return (Text(str(span.get("name", "?"))), Text(where, style="cyan"),
             Text(fmt_ms(duration), justify="right", style="yellow" if slow else ""),
-            Text(outcome, style="red" if outcome not in ("", "ok") else "green"))
+            Text(outcome, style="red" if outcome not in ("", "ok") else "green"),
+            Text(time.strftime("%H:%M:%S", time.localtime(start)), style="dim"))

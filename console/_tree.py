@@ -60,7 +60,7 @@ class MeshTree(DataTable[Text]):
             for old, new in zip(self.rows_shown, rows):
                 if old != new:
                     for column, cell in zip(COLUMNS, _cells(new)):
-                        self.update_cell(new.key, column or "note", cell)
+                        self.update_cell(new.key, column or "note", cell, update_width=True)
             self.rows_shown = rows
         else:
             self.rows_shown = rows

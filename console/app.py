@@ -143,7 +143,18 @@ class MonarchTop(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.tree.focus()
+        # the main screen's widgets, kept: `query_one` searches the active screen, which is an
+        # overlay while one is open
+        main = self.screen
+        self.mesh_tree = main.query_one(MeshTree)
+        self.job_header = main.query_one(JobHeader)
+        self.detail_pane = main.query_one(DetailPane)
+        self.log_pane = main.query_one(LogPane)
+        self.span_pane = main.query_one(SpanPane)
+        self.throughput_pane = main.query_one(ThroughputPane)
+        self.slice_input = main.query_one(SliceInput)
+        self.search_input = main.query_one(SearchInput)
+        self.mesh_tree.focus()
         self.feed.start()
         self._last_tick = time.monotonic()
         self.set_interval(TICK_S, self._tick)
@@ -152,12 +163,10 @@ class MonarchTop(App[None]):
     def on_unmount(self) -> None:
         self.feed.stop()
 
-    @property
-    def tree(self) -> MeshTree:
-        return self.query_one(MeshTree)
-
     # -- taking data -----------------------------------------------------------------------
     def _tick(self) -> None:
+        if not self.is_running or self.screen_stack[0].is_attached is False:
+            return
         started = time.monotonic()
         lag = max(started - self._last_tick - TICK_S, 0.0)
         self._last_tick = started
@@ -179,17 +188,17 @@ class MonarchTop(App[None]):
         self.rates.update(snap.taken_at or time.monotonic(), model.actor_counters(snap))
         self._refresh_marked()
         self._render_tree()
-        self.query_one(SpanPane).show(snap.spans)
-        self.query_one(ThroughputPane).show(snap.transfers)
+        self.span_pane.show(snap.spans)
+        self.throughput_pane.show(snap.transfers)
         self._announce_sessions(snap.sessions)
 
     def _render_tree(self) -> None:
         rows = model.build_rows(self.snapshot, self.expanded, self.rates.rates, self.marked)
-        self.tree.show(rows)
+        self.mesh_tree.show(rows)
         self._render_detail()
 
     def _render_detail(self) -> None:
-        self.query_one(DetailPane).show(describe(self.tree.selected, self.snapshot,
+        self.detail_pane.show(describe(self.mesh_tree.selected, self.snapshot,
                                                  self.rates.rates))
 
     def _render_logs(self, force: bool = False) -> bool:
@@ -200,7 +209,7 @@ class MonarchTop(App[None]):
                           < LOG_RENDER_S):
             return False
         self._log_rendered = (now, *key)
-        pane = self.query_one(LogPane)
+        pane = self.log_pane
         status = " · ".join(x for x in (flt.describe(), "" if pane.follow else "paused",
                                         "" if self.fold else "unfolded") if x)
         pane.show(self.logs.lines(flt, self.fold, limit=400), f"({status})" if status else "")
@@ -208,19 +217,19 @@ class MonarchTop(App[None]):
 
     def _log_filter(self) -> model.LogFilter:
         if self.logs_by_selection:
-            return model.filter_for(self.tree.selected, self.snapshot, self.search)
+            return model.filter_for(self.mesh_tree.selected, self.snapshot, self.search)
         return model.LogFilter(self.search)
 
     def _render_header(self) -> None:
         crumb = self._crumb()
         paused = len(self.snapshot.sessions)
-        self.query_one(JobHeader).show(self.snapshot.job, paused=paused,
+        self.job_header.show(self.snapshot.job, paused=paused,
                                        refresh_s=self.refresh_s,
                                        fps=self.statistics().updates_per_s, crumb=crumb,
                                        error=self._error)
 
     def _crumb(self) -> str:
-        parts = [model.breadcrumb(self.tree.rows_shown, self.tree.selected)]
+        parts = [model.breadcrumb(self.mesh_tree.rows_shown, self.mesh_tree.selected)]
         if self.slice is not None:
             key, text = self.slice
             parts.append(f"slice {text or 'all'} → {len(self.marked)} rank(s) marked ◆")
@@ -245,7 +254,7 @@ class MonarchTop(App[None]):
             snapshots_per_s=sum(t[2] for t in ticks) / span,
             tick_lag_ms_p50=lags[len(lags) // 2], tick_lag_ms_max=lags[-1],
             log_records=self.logs.received,
-            log_lines_shown=len(self.query_one(LogPane).shown_lines))
+            log_lines_shown=len(self.log_pane.shown_lines))
 
     # -- tree events -----------------------------------------------------------------------
     def on_mesh_tree_selected(self, event: MeshTree.Selected) -> None:
@@ -261,34 +270,34 @@ class MonarchTop(App[None]):
 
     # -- moving ----------------------------------------------------------------------------
     def action_cursor_down(self) -> None:
-        self.tree.focus()
-        self.tree.action_cursor_down()
+        self.mesh_tree.focus()
+        self.mesh_tree.action_cursor_down()
 
     def action_cursor_up(self) -> None:
-        self.tree.focus()
-        self.tree.action_cursor_up()
+        self.mesh_tree.focus()
+        self.mesh_tree.action_cursor_up()
 
     def action_cursor_top(self) -> None:
-        self.tree.focus()
-        self.tree.move_cursor(row=0)
+        self.mesh_tree.focus()
+        self.mesh_tree.move_cursor(row=0)
 
     def action_cursor_bottom(self) -> None:
-        self.tree.focus()
-        self.tree.move_cursor(row=max(len(self.tree.rows_shown) - 1, 0))
+        self.mesh_tree.focus()
+        self.mesh_tree.move_cursor(row=max(len(self.mesh_tree.rows_shown) - 1, 0))
 
     def action_toggle(self) -> None:
-        self.tree.action_toggle()
+        self.mesh_tree.action_toggle()
 
     def action_focus_logs(self) -> None:
-        self.query_one(LogPane).focus()
+        self.log_pane.focus()
 
     # -- slice and search ------------------------------------------------------------------
     def action_slice(self) -> None:
-        row = self.tree.selected
+        row = self.mesh_tree.selected
         if row is None or row.kind not in ("mesh", "procs"):
             self.notify("select a mesh (or proc mesh) row to slice it", severity="warning")
             return
-        box = self.query_one(SliceInput)
+        box = self.slice_input
         box.border_title = f"slice {row.label}"
         box.value = self.slice[1] if self.slice and self.slice[0] == row.key else ""
         box.add_class("shown")
@@ -304,7 +313,7 @@ class MonarchTop(App[None]):
     def apply_slice(self, text: str) -> bool:
         """Selects the ranks `text` picks in the selected mesh; False (and a warning) if it does
         not fit."""
-        row = self.tree.selected
+        row = self.mesh_tree.selected
         try:
             target = model.target_of(self.snapshot, row, text)
         except (model.SliceError, model.TargetError) as exc:
@@ -334,20 +343,20 @@ class MonarchTop(App[None]):
         self.marked = {model.actor_key(target.mesh, r) for r in target.ranks}
 
     def action_search(self) -> None:
-        box = self.query_one(SearchInput)
+        box = self.search_input
         box.value = self.search
         box.add_class("shown")
         box.focus()
 
-    def on_search_input_changed(self, event: SearchInput.Changed) -> None:
+    def on_search_input_searched(self, event: SearchInput.Searched) -> None:
         self.search = event.text
         self._render_logs(force=True)
         if event.done:
             self._close_input(SearchInput)
 
     def _close_input(self, kind: type) -> None:
-        self.query_one(kind).remove_class("shown")
-        self.tree.focus()
+        self.screen_stack[0].query_one(kind).remove_class("shown")
+        self.mesh_tree.focus()
 
     def action_clear(self) -> None:
         self.slice, self.marked, self.search = None, set(), ""
@@ -360,7 +369,7 @@ class MonarchTop(App[None]):
         self._render_logs(force=True)
 
     def action_follow(self) -> None:
-        pane = self.query_one(LogPane)
+        pane = self.log_pane
         pane.follow = not pane.follow
         self._render_logs(force=True)
         if pane.follow:
@@ -373,7 +382,7 @@ class MonarchTop(App[None]):
     # -- acting on the selection -----------------------------------------------------------
     def target(self) -> model.Target:
         """What `k`, `s`, `b`, `p` apply to: the selected row, narrowed by its slice."""
-        row = self.tree.selected
+        row = self.mesh_tree.selected
         text = self.slice[1] if self.slice and row and self.slice[0] == row.key else ""
         return model.target_of(self.snapshot, row, text)
 
@@ -459,7 +468,7 @@ class MonarchTop(App[None]):
         """The paused session of the selected actor (or the only one under the selected row,
         or the job's only session)."""
         index = model.Index(self.snapshot)
-        row = self.tree.selected
+        row = self.mesh_tree.selected
         sessions = self.snapshot.sessions
         if row is not None and row.kind == "actor" and row.key in index.sessions:
             return index.sessions[row.key]

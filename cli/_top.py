@@ -1,0 +1,136 @@
+"""`monarch top` (the console) and `monarch demo` (a sample workload with the console on it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+EXIT_FAILED, EXIT_NO_JOB = 1, 3
+
+
+def register(app: typer.Typer) -> None:
+    """Adds `top` and `demo` to the `monarch` command."""
+    app.command("top")(top)
+    app.command("demo")(demo)
+
+
+def top(
+    ctx: typer.Context,
+    addr: str | None = typer.Option(None, "--addr", help="host:port of the admin API "
+                                       "(default: the newest job in your run directory)."),
+    token: str | None = typer.Option(None, "--token", envvar="MONARCH_ADMIN_TOKEN",
+                                        help="The admin API token (default: from admin.json)."),
+    job: str | None = typer.Option(None, "--job", help="Job id, when several run."),
+    diagnose: bool = typer.Option(False, "--diagnose", help="Ping every proc, print the "
+                                  "report as JSON and exit 0 (all pass/slow) or 1."),
+    refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between polls."),
+) -> None:
+    """The console of a running job: topology, logs, spans, transfers; kill, stop, pdb."""
+    client = _connect(ctx, addr, token, job)
+    if diagnose:
+        report = _admin_call(client.diagnose)
+        typer.echo(json.dumps(report, indent=2, default=str))
+        raise typer.Exit(0 if report.get("ok") else EXIT_FAILED)
+    from monarch.console.app import MonarchTop
+
+    MonarchTop(client, refresh=refresh).run()
+
+
+def demo(
+    loggers: int = typer.Option(0, "--loggers", help="Add N chatty actors streaming logs."),
+    refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between polls."),
+    run_for: float = typer.Option(0.0, "--run-for", help="End the workload after N seconds "
+                                  "(0: when the console quits)."),
+    no_console: bool = typer.Option(False, "--no-console", help="Only run the workload (print "
+                                    "its job id; stop it with Ctrl-C)."),
+) -> None:
+    """Starts a sample multi-mesh workload and opens the console on it (F: fail a rank,
+    B: breakpoint, then a to attach); the workload stops when the console quits."""
+    control = Path(tempfile.mkdtemp(prefix="monarch-demo-"))
+    log = control / "workload.log"
+    command = [sys.executable, "-m", "monarch.console._demo", "--control", str(control),
+               "--loggers", str(loggers), "--run-for", str(run_for)]
+    with open(log, "wb") as out:
+        workload = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        typer.echo(f"monarch demo: starting the workload (pid {workload.pid}, log {log})",
+                   err=True)
+        client = wait_for_admin(workload, log)
+        if no_console:
+            typer.echo(client.info.get("job_id"))
+            workload.wait()
+            return
+        from monarch.console._demo_top import DemoTop
+
+        DemoTop(client, control, refresh=refresh).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_workload(workload, control)
+    typer.echo(f"monarch demo: workload stopped (its output: {log})", err=True)
+
+
+def wait_for_admin(workload: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> Any:
+    """The admin client of the job `workload` runs, once its discovery file is there."""
+    from monarch.admin import AdminClient, discover
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if workload.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            typer.echo(f"monarch demo: the workload exited ({workload.returncode}):\n{tail}",
+                       err=True)
+            raise typer.Exit(EXIT_FAILED)
+        mine = [i for i in discover() if i.get("pid") == workload.pid]
+        if mine:
+            return AdminClient(mine[0]["address"], mine[0]["token"], mine[0])
+        time.sleep(0.1)
+    typer.echo("monarch demo: the workload's admin API did not come up", err=True)
+    raise typer.Exit(EXIT_FAILED)
+
+
+def stop_workload(workload: subprocess.Popen[bytes], control: Path) -> None:
+    """Asks the workload to stop (its control file, then SIGTERM), kills it if it lingers."""
+    if workload.poll() is not None:
+        return
+    (control / "stop").touch()
+    try:
+        workload.wait(timeout=5)
+        return
+    except subprocess.TimeoutExpired:
+        workload.terminate()
+    try:
+        workload.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        workload.kill()
+        workload.wait()
+
+
+def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str | None) -> Any:
+    from monarch.admin import NoJobError, connect
+
+    opts = (ctx.find_root().obj or {}) if ctx is not None else {}
+    try:
+        return connect(addr or opts.get("addr"), token or opts.get("token"),
+                       job or opts.get("job"))
+    except NoJobError as exc:
+        typer.echo(f"monarch: error: {exc}", err=True)
+        raise typer.Exit(EXIT_NO_JOB) from None
+
+
+def _admin_call(fn: Any) -> Any:
+    from monarch.admin import AdminError
+
+    try:
+        return fn()
+    except AdminError as exc:
+        typer.echo(f"monarch: error: {exc}", err=True)
+        raise typer.Exit(EXIT_NO_JOB if exc.status is None else EXIT_FAILED) from None

@@ -1,0 +1,276 @@
+"""The demo workload `monarch demo` runs: an RL-style job with several meshes to look at.
+
+    python -m monarch.console._demo [--control DIR] [--loggers N] [--run-for SECONDS]
+
+Meshes: `trainers` (4 procs), `generators` and `rewards` (sharing 2 procs), `inspector` (1
+proc); with `--loggers N`, N `chatty` actors (8 per proc mesh) print lines as fast as asked.
+Every step the controller trains, generates and scores on the live ranks; every 5 steps the
+generators pull the trainers' weights (over `monarch.rdma` when it is there, so the console's
+throughput view moves). Failures are handled the way a fault-tolerant script does: the root's
+fault hook records them and the loop goes on with the survivors.
+
+On demand (a file created in the control directory, as the console's demo keys do): `fail`
+makes `trainers[3]` raise in a broadcast (a supervision event with a traceback), `breakpoint`
+makes `inspector[0]` stop at a `breakpoint()`, `stop` ends the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from monarch.actor import Actor, current_rank, endpoint, this_host
+
+try:  # the data plane, when this installation has it
+    from monarch.rdma import RDMABuffer
+except ImportError:  # pragma: no cover - depends on the installation
+    RDMABuffer = None
+
+WEIGHTS = 4 << 20
+"""Bytes of 'weights' the generators pull from a trainer every 5 steps."""
+
+
+class Trainer(Actor):
+    def __init__(self) -> None:
+        self.rank = current_rank().rank
+        self.weights = bytearray(os.urandom(1024) * (WEIGHTS // 1024))
+        self.loss = 2.0 + self.rank * 0.1
+
+    @endpoint
+    def train(self, step: int) -> float:
+        time.sleep(0.01 * (1 + self.rank))
+        self.loss *= 0.98
+        print("syncing gradients")
+        print(f"step {step} loss {self.loss:.4f}")
+        return self.loss
+
+    @endpoint
+    def weights_handle(self) -> Any:
+        self.weights[0] = (self.weights[0] + 1) % 256
+        if RDMABuffer is not None:
+            return RDMABuffer(memoryview(self.weights))
+        return bytes(self.weights[:1024])
+
+    @endpoint
+    def crash(self, step: int) -> None:
+        raise RuntimeError(f"injected failure at step {step}: loss became NaN")
+
+
+class Generator(Actor):
+    def __init__(self) -> None:
+        self.local = bytearray(WEIGHTS)
+        self.version = 0
+
+    @endpoint
+    def generate(self, step: int) -> int:
+        tokens = 100 + 7 * step % 50
+        print(f"generated {tokens} tokens (weights v{self.version})")
+        return tokens
+
+    @endpoint
+    def sync(self, handle: Any) -> int:
+        if hasattr(handle, "read_into"):
+            handle.read_into(memoryview(self.local)).get()
+        self.version += 1
+        print(f"weights updated to v{self.version}")
+        return self.version
+
+
+class Reward(Actor):
+    @endpoint
+    def score(self, tokens: int) -> float:
+        return (tokens % 13) / 13.0
+
+
+class Inspector(Actor):
+    def __init__(self) -> None:
+        self.seen = 0
+
+    @endpoint
+    def peek(self, step: int) -> int:
+        """Called every step: `b` on inspector[0] makes it stop here."""
+        self.seen += 1
+        return self.seen
+
+    @endpoint
+    def inspect(self, step: int) -> int:
+        secret = step * 7
+        self.seen += 1
+        breakpoint()  # the demo's breakpoint: attach from the console with `a`
+        print(f"inspector resumed: secret={secret}")
+        return secret
+
+
+class Chatty(Actor):
+    @endpoint
+    async def chatter(self, seconds: float, per_s: float) -> int:
+        import asyncio
+
+        rank, count = current_rank().rank, 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            count += 1
+            print(f"chatty rank {rank} line {count}")
+            await asyncio.sleep(1.0 / per_s)
+        return count
+
+
+class Demo:
+    """The controller's loop: the meshes, the live ranks, the calls in flight."""
+
+    def __init__(self, control: Path | None, loggers: int, log_rate: float) -> None:
+        self.control = control
+        self.failed: set[tuple[str, int]] = set()
+        self.pending: dict[tuple[str, int], Any] = {}
+        self.meshes: dict[str, tuple[Any, int]] = {}
+        self.inspecting: Any = None
+        self.stopping = False
+        self.loggers, self.log_rate = loggers, log_rate
+
+    def on_failure(self, failure: Any) -> None:
+        """The root's fault hook: note the failure, keep going with the survivors."""
+        self.failed.add((failure.mesh_name, failure.rank if failure.rank is not None else -1))
+        reason = (failure.reason or "").strip().splitlines()
+        print(f"supervision: {failure.mesh_name}[{failure.rank}] failed: "
+              f"{reason[-1] if reason else '?'}", file=sys.stderr, flush=True)
+
+    def spawn(self) -> None:
+        host = this_host()
+        trainer_procs = host.spawn_procs(per_host={"gpus": 4})
+        rollout_procs = host.spawn_procs(per_host={"gpus": 2})
+        inspect_procs = host.spawn_procs(per_host={"gpus": 1})
+        self._add("trainers", trainer_procs.spawn("trainers", Trainer), 4)
+        self._add("generators", rollout_procs.spawn("generators", Generator), 2)
+        self._add("rewards", rollout_procs.spawn("rewards", Reward), 2)
+        self._add("inspector", inspect_procs.spawn("inspector", Inspector), 1)
+        for group in range((self.loggers + 7) // 8):
+            size = min(8, self.loggers - group * 8)
+            procs = host.spawn_procs(per_host={"gpus": size})
+            self._add(f"chatty{group}", procs.spawn(f"chatty{group}", Chatty), size)
+
+    def _add(self, name: str, mesh: Any, size: int) -> None:
+        self.meshes[name] = (mesh, size)
+
+    def live(self, name: str) -> list[int]:
+        mesh, size = self.meshes[name]
+        return [r for r in range(size) if (name, r) not in self.failed
+                and (name, -1) not in self.failed]
+
+    def submit(self, name: str, method: str, *args: Any) -> None:
+        """Calls `method` on every live rank of `name` that has no call in flight."""
+        mesh, _ = self.meshes[name]
+        for rank in self.live(name):
+            if (name, rank) not in self.pending:
+                self.pending[(name, rank)] = getattr(mesh.slice(gpus=rank), method).call_one(
+                    *args)
+
+    def settle(self, wait: float) -> dict[tuple[str, int], Any]:
+        """Waits up to `wait` s for the calls in flight; returns the results that came."""
+        deadline = time.monotonic() + wait
+        results = {}
+        for key, future in list(self.pending.items()):
+            try:
+                results[key] = future.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except TimeoutError:
+                continue  # a paused or slow actor: its call stays in flight
+            except Exception as exc:  # noqa: BLE001 - a failed rank: the loop goes on
+                if type(exc).__name__ == "SupervisionError":
+                    self.failed.add(key)  # failed or stopped: call it no more
+                print(f"{key[0]}[{key[1]}]: {type(exc).__name__}: "
+                      f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+                      file=sys.stderr, flush=True)
+            del self.pending[key]
+        return results
+
+    def step(self, step: int) -> None:
+        self.submit("trainers", "train", step)
+        self.submit("generators", "generate", step)
+        self.submit("rewards", "score", 100 + step)
+        self.submit("inspector", "peek", step)
+        results = self.settle(1.0)
+        losses = [v for (name, _), v in results.items() if name == "trainers"]
+        if losses:
+            print(f"controller: step {step} mean loss {sum(losses) / len(losses):.4f} "
+                  f"({len(losses)} trainers)", flush=True)
+        if step % 5 == 0:
+            self.sync_weights()
+        self.poll_control(step)
+
+    def sync_weights(self) -> None:
+        live = self.live("trainers")
+        if not live or ("trainers", live[0]) in self.pending:
+            return
+        trainers, _ = self.meshes["trainers"]
+        try:
+            handle = trainers.slice(gpus=live[0]).weights_handle.call_one().get(timeout=5)
+        except Exception as exc:  # noqa: BLE001 - the trainer failed meanwhile
+            print(f"weight sync skipped: {type(exc).__name__}", file=sys.stderr)
+            return
+        self.submit("generators", "sync", handle)
+
+    def poll_control(self, step: int) -> None:
+        if self.control is None:
+            return
+        for name in ("fail", "breakpoint", "stop"):
+            flag = self.control / name
+            if flag.exists():
+                flag.unlink()
+                getattr(self, f"on_{name}")(step)
+
+    def on_fail(self, step: int) -> None:
+        if 3 in self.live("trainers"):
+            print(f"controller: injecting a failure into trainers[3] at step {step}", flush=True)
+            self.meshes["trainers"][0].slice(gpus=3).crash.broadcast(step)
+
+    def on_breakpoint(self, step: int) -> None:
+        if self.inspecting is None or self.inspecting.done():
+            print(f"controller: inspector[0] will stop at a breakpoint (step {step})", flush=True)
+            self.inspecting = self.meshes["inspector"][0].inspect.call_one(step)
+
+    def on_stop(self, step: int) -> None:
+        self.stopping = True
+
+    def chatter(self, seconds: float) -> None:
+        for name in [n for n in self.meshes if n.startswith("chatty")]:
+            mesh, _ = self.meshes[name]
+            self.pending[(name, -2)] = mesh.chatter.call(seconds, self.log_rate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--control", type=Path, help="directory watched for fail/breakpoint/stop")
+    parser.add_argument("--loggers", type=int, default=0, help="chatty actors printing lines")
+    parser.add_argument("--log-rate", type=float, default=10.0, help="lines/s per chatty actor")
+    parser.add_argument("--run-for", type=float, default=0.0, help="seconds (0: until stopped)")
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between steps")
+    args = parser.parse_args(argv)
+    import monarch.actor
+
+    demo = Demo(args.control, args.loggers, args.log_rate)
+    monarch.actor.unhandled_fault_hook = demo.on_failure
+    signal.signal(signal.SIGTERM, lambda *_: setattr(demo, "stopping", True))
+    demo.spawn()
+    if args.loggers:
+        demo.chatter(args.run_for or 24 * 3600.0)
+    print(f"demo: running ({', '.join(demo.meshes)}); pid {os.getpid()}", flush=True)
+    started, step = time.monotonic(), 0
+    try:
+        while not demo.stopping and not (args.run_for and
+                                         time.monotonic() - started > args.run_for):
+            step += 1
+            begun = time.monotonic()
+            demo.step(step)
+            time.sleep(max(args.interval - (time.monotonic() - begun), 0.0))
+    except KeyboardInterrupt:
+        pass
+    print(f"demo: done after {step} steps", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
