@@ -32,7 +32,7 @@ class JobHeader(Static):
             line.append(f" {counts['failures']} failures", style="bold red")
         if paused:
             line.append(f" • ⏸ {paused} paused in pdb", style="bold magenta")
-        line.append(f" • ⟳ {refresh_s:g}s {fps:.0f} fps", style="dim")
+        line.append(f" • ⟳ {refresh_s:g}s {fps:4.1f} fps", style="dim")
         second = (Text(f"ERROR: {error}", style="bold red") if error
                   else Text(crumb, style="dim"))
         self.update(Text("\n").join([line, second]))

@@ -8,7 +8,6 @@ console decides (what a slice selects, which process `k` kills, what folds) is t
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -366,73 +365,20 @@ class SliceError(ValueError):
 
 def select_ranks(selection: str, labels: Sequence[str], sizes: Sequence[int]) -> list[int]:
     """The row-major ranks that `hosts=0, gpus=0:4` (index, `a:b[:s]` range or `(a,b)` list per
-    label; labels left out keep their whole range; blank = all) selects in the extent.
+    label; labels left out keep their whole range; blank = all) selects in the extent — the
+    admin API's own reading (`monarch.admin.select_ranks`), so what the console marks is what
+    `kill` and `stop` hit.
 
     Raises:
         SliceError: unknown label, index out of range, bad syntax, or nothing selected.
     """
-    chosen = [list(range(size)) for size in sizes]
-    for label, text in _items(selection):
-        if label not in labels:
-            known = ", ".join(labels) or "none"
-            raise SliceError(f"unknown dimension {label!r} (this mesh has: {known})")
-        dim = list(labels).index(label)
-        chosen[dim] = _values(label, text, sizes[dim])
-    ranks = sorted({_rank(point, sizes) for point in itertools.product(*chosen)})
-    if not ranks:
-        raise SliceError(f"{selection!r} selects no rank")
-    return ranks
+    from monarch.admin import SelectionError
+    from monarch.admin import select_ranks as admin_select
 
-
-def _items(selection: str) -> list[tuple[str, str]]:
-    text = normalize_selection(selection)
-    if not text:
-        return []
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text + ","):
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            part = text[start:i].strip()
-            start = i + 1
-            if not part:
-                continue
-            label, sep, value = part.partition("=")
-            if not sep or not label.strip() or not value.strip():
-                raise SliceError(f"expected label=value, got {part!r} (e.g. gpus=0:4)")
-            items.append((label.strip(), value.strip()))
-    return items
-
-
-def _values(label: str, text: str, size: int) -> list[int]:
     try:
-        if text.startswith("("):
-            values = [int(v) for v in text.strip("()").split(",") if v.strip()]
-        elif ":" in text:
-            bits = [b.strip() for b in text.split(":")]
-            if len(bits) > 3:
-                raise ValueError(text)
-            start, stop = int(bits[0] or 0), int(bits[1]) if bits[1] else size
-            step = int(bits[2]) if len(bits) == 3 and bits[2] else 1
-            if step <= 0 or not (0 <= start <= size and 0 <= stop <= size):
-                raise SliceError(f"{label}={text} does not fit size {size}")
-            return list(range(start, stop, step))
-        else:
-            values = [int(text)]
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, SliceError):
-            raise
-        raise SliceError(f"{label}={text}: not an index, range or (list)") from None
-    bad = [v for v in values if not 0 <= v < size]
-    if bad:
-        raise SliceError(f"{label}={bad[0]} is out of range (size {size})")
-    return values
-
-
-def _rank(point: tuple[int, ...], sizes: Sequence[int]) -> int:
-    rank = 0
-    for coord, size in zip(point, sizes):
-        rank = rank * size + coord
-    return rank
+        return admin_select(normalize_selection(selection), list(labels), list(sizes))
+    except SelectionError as exc:
+        raise SliceError(str(exc)) from None
 
 
 # -- rates ------------------------------------------------------------------------------------

@@ -23,8 +23,13 @@ class SpanPane(DataTable[Text]):
 
     def on_mount(self) -> None:
         self.border_title = "spans"
-        for name in COLUMNS:
-            self.add_column(name, key=name)
+        self._columns()
+
+    def _columns(self) -> None:
+        # the app may show data before this widget's Mount is handled
+        if not self.columns:
+            for name in COLUMNS:
+                self.add_column(name, key=name)
 
     def show(self, spans: Sequence[dict[str, Any]], limit: int = 100) -> None:
         """Shows the newest `limit` spans."""
@@ -32,6 +37,7 @@ class SpanPane(DataTable[Text]):
                          reverse=True)[:limit]
         rows = [_cells(s) for s in ordered]
         plain = [tuple(c.plain for c in row) for row in rows]
+        self._columns()
         if plain == self.shown:
             return
         self.shown = plain

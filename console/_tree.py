@@ -43,8 +43,13 @@ class MeshTree(DataTable[Text]):
 
     def on_mount(self) -> None:
         self.border_title = "topology"
-        for name in COLUMNS:
-            self.add_column(name, key=name or "note")
+        self._columns()
+
+    def _columns(self) -> None:
+        # the app may show data before this widget's Mount is handled
+        if not self.columns:
+            for name in COLUMNS:
+                self.add_column(name, key=name or "note")
 
     @property
     def selected(self) -> Row | None:
@@ -55,6 +60,7 @@ class MeshTree(DataTable[Text]):
 
     def show(self, rows: list[Row]) -> None:
         """Shows `rows`, keeping the cursor on the same key (or the same position)."""
+        self._columns()
         before = self.selected
         if [r.key for r in rows] == [r.key for r in self.rows_shown]:
             for old, new in zip(self.rows_shown, rows):

@@ -1,0 +1,213 @@
+"""The console's pure model: tree rows, targets, slices, rates, logs, keys (no terminal)."""
+
+from __future__ import annotations
+
+import pytest
+from fakeclient import FakeClient
+
+from monarch.console import _model as m
+from monarch.console._describe import describe
+from monarch.console._format import fmt_bytes, fmt_duration, fmt_ms, fmt_rate, sparkline
+
+
+def snapshot(**changes) -> m.Snapshot:
+    client = FakeClient()
+    for key, value in changes.items():
+        setattr(client, key, value)
+    return m.Snapshot(client.job(), client.topology(), client.sessions(), client.spans(),
+                      client.transfers(), None, 1.0)
+
+
+def rows_by_label(rows):
+    return {r.label: r for r in rows}
+
+
+def test_tree_rows_hosts_procs_meshes_actors():
+    rows = m.build_rows(snapshot())
+    assert [(r.depth, r.label) for r in rows] == [
+        (0, "job job-1"), (1, "box"), (2, "controller"), (2, "procs p1"), (3, "trainers"),
+        (4, "trainers[0]"), (4, "trainers[1]"), (4, "trainers[2]"), (4, "trainers[3]"),
+        (2, "procs p2"), (3, "generators"), (4, "generators[0]"), (4, "generators[1]")]
+    by = rows_by_label(rows)
+    assert by["trainers[3]"].state == m.FAILED and by["trainers[3]"].note == "Killed(sig=9)"
+    assert by["trainers"].state == m.DEGRADED and "1 failed" in by["trainers"].note
+    assert by["trainers"].note.startswith("Trainer {gpus: 4}")
+    assert by["job job-1"].state == m.DEGRADED and by["generators"].state == m.RUNNING
+    assert by["trainers"].queue == 0 + 1 + 2 + 3 and by["trainers[2]"].p50_ms == 1.5
+    assert by["trainers[0]"].note == "pid 1000"
+
+
+def test_collapsing_hides_children_and_big_meshes_start_closed():
+    rows = m.build_rows(snapshot(), {"mesh:local:m1": False, "procs:local:p2": False})
+    labels = [r.label for r in rows]
+    assert "trainers" in labels and "trainers[0]" not in labels
+    assert "procs p2" in labels and "generators" not in labels
+    assert not rows_by_label(rows)["trainers"].expanded
+    assert m.default_expanded("mesh", 16) and not m.default_expanded("mesh", 17)
+    assert m.default_expanded("procs", 100)
+
+
+def test_paused_sessions_show_on_their_actor():
+    session = {"id": 7, "actor_name": "generators", "rank": 1, "actor_id": "m2[1]",
+               "function": "generate", "lineno": 12}
+    by = rows_by_label(m.build_rows(snapshot(session_list=[session])))
+    assert by["generators[1]"].state == m.PAUSED
+    assert by["generators[1]"].note == "pdb at generate:12"
+    assert by["generators"].state == m.PAUSED
+    # found by name and rank when the id is not an actor id
+    index = m.Index(snapshot(session_list=[dict(session, actor_id="?")]))
+    assert index.session_key(dict(session, actor_id="?")) == "actor:m2:1"
+
+
+def test_rates_and_marks():
+    rows = m.build_rows(snapshot(), rates={"actor:m1:0": 2.0, "actor:m1:1": 3.0},
+                        marked={"actor:m1:1"})
+    by = rows_by_label(rows)
+    assert by["trainers"].rate == 5.0 and by["job job-1"].rate == 5.0
+    assert by["trainers[1]"].marked and not by["trainers[0]"].marked
+
+
+def test_rate_tracker():
+    tracker = m.RateTracker(history=3)
+    assert tracker.update(10.0, {"a": 100}) == {}
+    assert tracker.update(12.0, {"a": 110}) == {"a": 5.0}
+    tracker.update(13.0, {"a": 105})  # a counter that went back (restart): never negative
+    assert tracker.rates["a"] == 0.0
+    tracker.update(14.0, {"a": 115})
+    tracker.update(15.0, {"a": 125})
+    assert list(tracker.history["a"]) == [0.0, 10.0, 10.0]
+    assert m.actor_counters(snapshot())["actor:m1:2"] == 20.0
+
+
+@pytest.mark.parametrize("text,ranks", [
+    ("", [0, 1, 2, 3, 4, 5, 6, 7]), ("*", list(range(8))), ("hosts=0", [0, 1, 2, 3]),
+    ("hosts=0, gpus=0:4", [0, 1, 2, 3]), ("gpus=1", [1, 5]), ("hosts=1,gpus=(0,3)", [4, 7]),
+    ("gpus=::2", [0, 2, 4, 6]), ("gpus=2:", [2, 3, 6, 7]), ("hosts=1, gpus=:2", [4, 5])])
+def test_slices_select_ranks(text, ranks):
+    assert m.select_ranks(text, ["hosts", "gpus"], [2, 4]) == ranks
+
+
+@pytest.mark.parametrize("text,message", [
+    ("gpu=0", "unknown dimension 'gpu'"), ("gpus=4", "out of range"), ("gpus", "label=value"),
+    ("gpus=a", "not an index"), ("gpus=0:9", "gpus=0:9"), ("gpus=3:1", "selects no rank"),
+    ("gpus=::0", "gpus=::0"), ("gpus=(1,9)", "out of range")])
+def test_bad_slices_say_why(text, message):
+    with pytest.raises(m.SliceError, match=message):
+        m.select_ranks(text, ["hosts", "gpus"], [2, 4])
+
+
+def test_targets_of_rows():
+    snap = snapshot()
+    by = rows_by_label(m.build_rows(snap))
+    actor = m.target_of(snap, by["trainers[2]"])
+    assert (actor.mesh, actor.selection, actor.ranks, actor.rank) == ("m1", "gpus=2", (2,), 2)
+    assert actor.procs == (("p1.2", 1002),)
+    mesh = m.target_of(snap, by["trainers"], "gpus=1:3")
+    assert mesh.ranks == (1, 2) and mesh.rank is None and mesh.selection == "gpus=1:3"
+    assert [pid for _, pid in mesh.procs] == [1001, 1002]
+    assert mesh.describe() == "trainers ranks 1-2 (gpus=1:3)"
+    assert m.target_of(snap, by["generators"], " all ").describe() == "generators ranks 0-1 (all)"
+    procs = m.target_of(snap, by["procs p1"], "gpus=3")
+    assert procs.kind == "procs" and procs.mesh == "p1" and procs.procs == (("p1.3", 1003),)
+    for row in (by["job job-1"], by["box"], None):
+        with pytest.raises(m.TargetError):
+            m.target_of(snap, row)
+    with pytest.raises(m.SliceError):
+        m.target_of(snap, by["trainers"], "gpus=7")
+
+
+def test_proc_mesh_extent_from_points():
+    procs = [{"rank": r, "point": {"hosts": r // 2, "gpus": r % 2}} for r in range(4)]
+    assert m.proc_mesh_extent(procs) == (["hosts", "gpus"], [2, 2])
+    assert m.proc_mesh_extent([{"rank": 0}, {"rank": 1}]) == (["rank"], [2])
+    assert m.point_selection({"hosts": 1, "gpus": 0}) == "hosts=1, gpus=0"
+
+
+def log(hlc, text, mesh="trainers", rank=0, stream="stdout"):
+    return {"hlc": hlc << 20, "time": hlc / 10, "stream": stream, "level": 20, "text": text,
+            "mesh": mesh, "rank": rank, "proc": f"p.{rank}"}
+
+
+def test_logs_fold_filter_and_order():
+    buffer = m.LogBuffer(limit=100)
+    buffer.extend([log(1, "loss 1", rank=0), log(2, "syncing", rank=0), log(3, "syncing", rank=1)])
+    buffer.extend([log(4, "syncing", rank=2), log(0, "first", mesh="gen", rank=0)])  # late
+    assert [r["text"] for r in buffer.records][0] == "first" and buffer.version == 2
+    lines = buffer.lines()
+    assert [str(line) for line in lines] == [
+        "[gen[0]] first", "[trainers[0]] loss 1",
+        "[3 similar log lines] [trainers[0-2]] syncing"]
+    assert [line.count for line in buffer.lines(fold=False)] == [1, 1, 1, 1, 1]
+    assert [str(x) for x in buffer.lines(m.LogFilter("LOSS"))] == ["[trainers[0]] loss 1"]
+    assert [x.source for x in buffer.lines(m.LogFilter(mesh="trainers", rank=1))] == [
+        "trainers[1]"]
+    assert buffer.lines(limit=1)[0].count == 3
+    assert m.LogFilter("x", "trainers", 2).describe() == "mesh=trainers rank=2 /x"
+    assert m.log_source([log(1, "a"), log(1, "a", mesh="gen", rank=3)]) == "2 meshes [ranks 0,3]"
+
+
+def test_log_buffer_is_bounded():
+    buffer = m.LogBuffer(limit=10)
+    buffer.extend(log(i, f"line {i}") for i in range(25))
+    assert len(buffer.records) == 10 and buffer.records[0]["text"] == "line 15"
+    assert buffer.received == 25
+
+
+def test_filter_follows_the_selected_row():
+    snap = snapshot()
+    by = rows_by_label(m.build_rows(snap))
+    assert m.filter_for(by["trainers[2]"], snap, "x") == m.LogFilter("x", "trainers", 2)
+    assert m.filter_for(by["generators"], snap) == m.LogFilter("", "generators")
+    assert m.filter_for(by["box"], snap) == m.LogFilter()
+
+
+def test_keys_cover_the_issue_and_do_not_clash():
+    actions = {k.action for k in m.KEYS}
+    assert {"kill", "stop", "attach", "break_next", "stack", "diagnose", "help", "quit",
+            "search", "slice", "focus_logs", "cursor_down", "cursor_up"} <= actions
+    keys = [key for k in m.KEYS for key in k.keys.split(",")]
+    assert len(keys) == len(set(keys))
+    assert m.key_for("kill").keys.split(",")[0] == "k"
+    assert m.display_key("slash") == "/" and m.display_key("ctrl+k") == "^k"
+    footer = [k.footer for k in m.KEYS if k.footer]
+    assert {"kill", "attach", "py-spy", "help", "quit"} <= set(footer)
+
+
+def test_breadcrumb():
+    rows = m.build_rows(snapshot())
+    by = rows_by_label(rows)
+    assert m.breadcrumb(rows, by["trainers[1]"]) == "job job-1 › box › procs p1 › trainers › " \
+                                                      "trainers[1]"
+    assert m.breadcrumb(rows, None) == "no selection"
+
+
+def test_root_cause():
+    assert m.root_cause({"reason": "a\nRuntimeError: boom"}) == "RuntimeError: boom"
+    assert m.root_cause(None, "Traceback\n  x\nValueError: bad\n") == "ValueError: bad"
+    assert m.root_cause(None) == "failed"
+
+
+def test_descriptions():
+    snap = snapshot()
+    by = rows_by_label(m.build_rows(snap))
+    failed = describe(by["trainers[3]"], snap)
+    assert failed.failure == "Killed(sig=9)" and "signal 9" in failed.report
+    assert ("pid", "1003") in failed.fields
+    mesh = describe(by["trainers"], snap)
+    assert mesh.table == (("rank", "root cause"), (("3", "Killed(sig=9)"),))
+    assert ("actors", "1 failed, 3 running") in mesh.fields
+    procs = describe(by["procs p1"], snap)
+    assert procs.table[1][3][4] == "signal 9"
+    job = describe(None, snap)
+    assert ("health", "degraded") in job.fields and job.table[1] == (("trainers", "3",
+                                                                      "Killed(sig=9)"),)
+    assert describe(by["box"], snap).title == "host box"
+
+
+def test_formats():
+    assert fmt_bytes(512) == "512 B" and fmt_bytes(3 << 20) == "3.0 MiB" and fmt_bytes(None) == "-"
+    assert fmt_rate(2.25) == "2.2/s" and fmt_rate(250) == "250/s" and fmt_rate(None) == "-"
+    assert fmt_ms(0.5) == "0.50ms" and fmt_ms(25) == "25ms" and fmt_ms(2500) == "2.5s"
+    assert fmt_duration(65) == "1m05s" and fmt_duration(7300) == "2h01m"
+    assert sparkline([0, 1, 2, 4]) == "▁▂▄█" and sparkline([0, 0]) == "▁▁"
+    assert len(sparkline(range(100), 30)) == 30

@@ -1,0 +1,128 @@
+"""SVG snapshots pin the console's layout: the main screen with a failed rank selected, the
+slice input, the kill confirmation, the help, the diagnostics and py-spy overlays.
+
+The data is the in-memory client's (fixed values), so only the layout can move; volatile text
+(clock times, the refresh rate, Rich's content-hash class names) is normalized. Run with
+`UPDATE_SNAPSHOTS=1` to accept a change; a mismatch writes `<name>.new.svg` beside the stored one.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from pathlib import Path
+
+import pytest
+from drive import select, wait_for
+from fakeclient import FakeClient
+
+from monarch.console.app import MonarchTop
+
+pytestmark = pytest.mark.timeout(60)
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+SIZE = (150, 42)
+LOGS = [{"hlc": (10 + i) << 20, "time": 1.7e9 + i / 4, "stream": "stderr" if i == 7 else "stdout",
+         "level": 20, "text": text, "mesh": mesh, "rank": rank, "proc": f"p.{rank}"}
+        for i, (mesh, rank, text) in enumerate(
+            [("trainers", r, "syncing gradients") for r in range(3)]
+            + [("trainers", 0, "step 4 loss 1.2041"), ("trainers", 1, "step 4 loss 1.2563"),
+               ("generators", 0, "generated 128 tokens"), ("generators", 1, "weights v2"),
+               ("trainers", 3, "RuntimeError: boom")])]
+
+
+def normalize(svg: str) -> str:
+    """Drops what changes from run to run without the layout changing."""
+    svg = re.sub(r"terminal-\d+", "terminal", svg)
+    svg = re.sub(r"\d\d:\d\d:\d\d", "hh:mm:ss", svg)
+    return re.sub(r"(&#160;)*[\d.]+(?=(&#160;|\s)fps)", "N", svg)
+
+
+def check(app: MonarchTop, name: str) -> None:
+    svg = normalize(app.export_screenshot(title=name))
+    path = SNAPSHOTS / f"{name}.svg"
+    if os.environ.get("UPDATE_SNAPSHOTS") or not path.exists():
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(svg)
+        if not os.environ.get("UPDATE_SNAPSHOTS"):
+            pytest.fail(f"new snapshot {path} written: look at it, then commit it")
+        return
+    expected = path.read_text()
+    if svg != expected:
+        path.with_suffix(".new.svg").write_text(svg)
+        pytest.fail(f"{name} changed (see {path.with_suffix('.new.svg')}); first difference: "
+                    f"{_first_difference(expected, svg)}")
+
+
+def _first_difference(old: str, new: str) -> str:
+    def texts(svg: str) -> list[str]:
+        return [html.unescape(t) for t in re.findall(r">([^<>]+)</text>", svg)]
+
+    for a, b in zip(texts(old), texts(new)):
+        if a != b:
+            return f"{a!r} -> {b!r}"
+    return "styles or positions"
+
+
+async def started(pilot) -> MonarchTop:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.feed.statistics().polls >= 2 and app.snapshot.job
+                   and app.log_pane.shown_lines)
+    await wait_for(pilot, lambda: all(r.rate is not None for r in app.mesh_tree.rows_shown
+                                      if r.kind == "actor"))
+    return app
+
+
+def fake() -> FakeClient:
+    client = FakeClient()
+    client.log_records = LOGS
+    return client
+
+
+async def test_main_screen_with_a_failed_rank():
+    app = MonarchTop(fake(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await select(pilot, "trainers[3]")
+        await pilot.pause(0.3)
+        check(app, "main_failed_rank")
+
+
+async def test_slice_input_and_kill_confirmation():
+    app = MonarchTop(fake(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await select(pilot, "trainers")
+        await pilot.press("colon", *"gpus=1:3")
+        await pilot.pause(0.2)
+        check(app, "slice_input")
+        await pilot.press("enter")
+        await pilot.press("k")
+        await pilot.pause(0.2)
+        check(app, "confirm_kill")
+
+
+async def test_help_overlay():
+    app = MonarchTop(fake(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        check(app, "help")
+
+
+async def test_diagnostics_and_stack_overlays():
+    app = MonarchTop(fake(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: getattr(app.screen, "runs", 0) == 1)
+        await pilot.pause(0.2)
+        check(app, "diagnostics")
+        await pilot.press("escape")
+        await select(pilot, "trainers[1]")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: getattr(app.screen, "runs", 0) == 1)
+        await pilot.pause(0.2)
+        check(app, "py_spy")
