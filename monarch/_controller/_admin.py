@@ -82,6 +82,7 @@ class AdminServer:
         self.api = AdminApi(job, lambda: self.address)
         self.discovery: Path = Path(job.run_dir) / DISCOVERY
         self.errors = 0
+        self._wrote = False  # only the server that wrote the discovery file removes it
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -114,14 +115,13 @@ class AdminServer:
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         os.replace(tmp, self.discovery)
+        self._wrote = True
 
     def close(self) -> None:
         """Removes the discovery file, ends live feeds and stops serving."""
         self._closing.set()
-        try:
-            self.discovery.unlink()
-        except FileNotFoundError:
-            pass
+        if self._wrote:
+            self.discovery.unlink(missing_ok=True)
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
