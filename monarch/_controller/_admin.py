@@ -122,10 +122,10 @@ class AdminServer:
         self._closing.set()
         if self._wrote:
             self.discovery.unlink(missing_ok=True)
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
+        if self._thread is not None:  # shutdown() waits for serve_forever: only if it runs
+            self._httpd.shutdown()
             self._thread.join(timeout=5)
+        self._httpd.server_close()
 
     def authorized(self, header: str | None) -> str | None:
         """None if the Authorization header carries the token, else why not."""
@@ -164,6 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
                    explain: str | None = None) -> None:
         """http.server's own refusals (bad request line, headers) as JSON too."""
         self.close_connection = True
+        self.request_version = "HTTP/1.0"  # garbage parses as HTTP/0.9, which has no status
         self._json(code, {"error": message or explain or "bad request"})
 
     def _dispatch(self, method: str) -> None:

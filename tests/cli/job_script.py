@@ -15,9 +15,16 @@ from monarch.actor import Actor, context, endpoint, this_host
 failed: set = set()
 
 
+def say(text: str) -> None:
+    """One line in one write (print() writes the newline separately: lines of several
+    processes sharing the pipe would interleave)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def on_failure(failure):
     failed.add(failure.rank)
-    print(f"FAILURE {failure.mesh_name} {failure.rank} signal={failure.signal}", flush=True)
+    say(f"FAILURE {failure.mesh_name} {failure.rank} signal={failure.signal}")
 
 
 monarch.actor.unhandled_fault_hook = on_failure
@@ -26,7 +33,7 @@ monarch.actor.unhandled_fault_hook = on_failure
 class Worker(Actor):
     @endpoint
     def tick(self, n: int) -> int:
-        print(f"tick {n} rank {context().actor_instance.rank.rank}", flush=True)
+        say(f"tick {n} rank {context().actor_instance.rank.rank}")
         return n
 
     @endpoint
@@ -56,7 +63,7 @@ def main() -> None:
     workers.tick.call(-1).get(timeout=60)
     from monarch._controller._job import current_job
 
-    print(f"READY {current_job().job_id}", flush=True)
+    say(f"READY {current_job().job_id}")
     stop = threading.Event()
     threading.Thread(target=ticker, args=(workers, stop), daemon=True).start()
     for line in sys.stdin:
@@ -64,9 +71,8 @@ def main() -> None:
         if words[:1] == ["pause"]:
             rank = int(words[1])
             pending = workers.slice(gpus=rank).pause.call_one(rank + 10)
-            threading.Thread(target=lambda: print(
-                f"PAUSED-RESULT {rank} {pending.get(timeout=120)}", flush=True),
-                daemon=True).start()
+            threading.Thread(target=lambda: say(
+                f"PAUSED-RESULT {rank} {pending.get(timeout=120)}"), daemon=True).start()
         elif words[:1] == ["quit"]:
             break
     stop.set()
