@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import click
 import typer
 
 from monarch.admin import AdminClient, SelectionError, select_ranks
 
-from ._common import (EXIT_FAILED, call, client, emit_json, fail, find_mesh, note, paint,
-                      state)
+from ._common import EXIT_FAILED, call, client, emit_json, fail, find_mesh, note, paint, state
 
 
 def register(app: typer.Typer) -> None:
@@ -100,7 +99,7 @@ def _preview(admin: AdminClient, mesh: str, selection: str) -> list[dict[str, An
 def stack(ctx: typer.Context,
           mesh: str = typer.Argument(..., help="Mesh name or id, or a proc name "
                                      "('controller')."),
-          rank: Optional[int] = typer.Argument(None, help="Rank in the mesh."),
+          rank: int | None = typer.Argument(None, help="Rank in the mesh."),
           ) -> None:
     """Prints a py-spy dump of the process running that actor (or of that proc)."""
     admin = client(ctx)

@@ -10,7 +10,6 @@ Exit codes: 0 ok, 1 the action failed or the job is unhealthy, 2 bad usage, 3 no
 from __future__ import annotations
 
 import importlib
-from typing import Optional
 
 import typer
 
@@ -28,11 +27,11 @@ COMMAND_MODULES = ("_status", "_logs", "_actions", "_debug", "_trace", "_top")
 @app.callback()
 def _global(
     ctx: typer.Context,
-    addr: Optional[str] = typer.Option(None, "--addr", help="host:port of the admin API "
+    addr: str | None = typer.Option(None, "--addr", help="host:port of the admin API "
                                        "(default: found in the run directory)."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="MONARCH_ADMIN_TOKEN",
+    token: str | None = typer.Option(None, "--token", envvar="MONARCH_ADMIN_TOKEN",
                                         help="The admin API token (default: from admin.json)."),
-    job: Optional[str] = typer.Option(None, "--job", help="Job id, when several run "
+    job: str | None = typer.Option(None, "--job", help="Job id, when several run "
                                       "(default: the newest)."),
 ) -> None:
     ctx.obj = {"addr": addr, "token": token, "job": job}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -18,10 +18,10 @@ def register(app: typer.Typer) -> None:
 
 
 def logs(ctx: typer.Context,
-         mesh: Optional[str] = typer.Argument(None, help="Only this mesh (name or id)."),
-         rank: Optional[int] = typer.Option(None, "--rank", "-r", help="Only this rank."),
+         mesh: str | None = typer.Argument(None, help="Only this mesh (name or id)."),
+         rank: int | None = typer.Option(None, "--rank", "-r", help="Only this rank."),
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
-         text: Optional[str] = typer.Option(None, "--grep", "-g",
+         text: str | None = typer.Option(None, "--grep", "-g",
                                             help="Only lines containing this text."),
          limit: int = typer.Option(100, "--limit", "-n", help="How many recent lines first."),
          fold: bool = typer.Option(False, "--fold", help="Fold identical lines of all ranks "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -22,10 +22,10 @@ def register(app: typer.Typer) -> None:
 
 @trace_app.command("export")
 def export(ctx: typer.Context,
-           output: Optional[str] = typer.Option(None, "--output", "-o",
+           output: str | None = typer.Option(None, "--output", "-o",
                                                 help="File to write ('-': stdout; default "
                                                 "monarch-trace-<job id>.json)."),
-           mesh: Optional[str] = typer.Option(None, "--mesh", help="Only spans of this mesh."),
+           mesh: str | None = typer.Option(None, "--mesh", help="Only spans of this mesh."),
            ) -> None:
     """Writes the stored spans as Chrome/Perfetto trace JSON (open in ui.perfetto.dev)."""
     admin = client(ctx)
@@ -42,10 +42,10 @@ def export(ctx: typer.Context,
 
 def query(ctx: typer.Context,
           kind: str = typer.Argument(..., help="One of: " + ", ".join(KINDS)),
-          mesh: Optional[str] = typer.Option(None, "--mesh", help="Only this mesh."),
-          rank: Optional[int] = typer.Option(None, "--rank", help="Only this rank (logs)."),
-          text: Optional[str] = typer.Option(None, "--grep", help="Text to find (logs)."),
-          trace_id: Optional[str] = typer.Option(None, "--trace", help="Trace id (spans)."),
+          mesh: str | None = typer.Option(None, "--mesh", help="Only this mesh."),
+          rank: int | None = typer.Option(None, "--rank", help="Only this rank (logs)."),
+          text: str | None = typer.Option(None, "--grep", help="Text to find (logs)."),
+          trace_id: str | None = typer.Option(None, "--trace", help="Trace id (spans)."),
           where: list[str] = typer.Option([], "--where", "-w",
                                           help="key=value a record must match (repeatable; "
                                           "dotted keys reach nested fields)."),

@@ -90,7 +90,8 @@ class AdminServer:
     def address(self) -> str:
         """`host:port` it listens on."""
         host, port = self._httpd.server_address[:2]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        host = host.decode() if isinstance(host, bytes) else str(host)
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     @property
     def closing(self) -> bool:
@@ -145,19 +146,19 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 120  # an idle keep-alive connection is closed after this
     server: _Server
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._dispatch("PUT")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the controller's stderr belongs to the user
 
     def send_error(self, code: int, message: str | None = None,
@@ -190,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(504, {"error": f"the job did not answer in time: {exc}"})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except Exception as exc:  # noqa: BLE001 - never let a request take the server down
+        except Exception as exc:
             admin.errors += 1
             self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
 

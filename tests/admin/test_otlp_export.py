@@ -40,7 +40,7 @@ def attrs(key_values) -> dict:
 class _Handler(BaseHTTPRequestHandler):
     server: Receiver
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)

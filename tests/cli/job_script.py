@@ -51,10 +51,14 @@ def ticker(mesh, stop: threading.Event) -> None:
                 continue
             try:
                 mesh.slice(gpus=rank).tick.call_one(n).get(timeout=10)
-            except Exception:  # noqa: BLE001 - killed ranks fail; the loop goes on
+            except Exception:
                 pass
         n += 1
         stop.wait(0.2)
+
+
+def report(rank: int, pending) -> None:
+    say(f"PAUSED-RESULT {rank} {pending.get(timeout=120)}")
 
 
 def main() -> None:
@@ -71,8 +75,7 @@ def main() -> None:
         if words[:1] == ["pause"]:
             rank = int(words[1])
             pending = workers.slice(gpus=rank).pause.call_one(rank + 10)
-            threading.Thread(target=lambda: say(
-                f"PAUSED-RESULT {rank} {pending.get(timeout=120)}"), daemon=True).start()
+            threading.Thread(target=report, args=(rank, pending), daemon=True).start()
         elif words[:1] == ["quit"]:
             break
     stop.set()
