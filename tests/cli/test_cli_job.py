@@ -1,6 +1,6 @@
 """The `monarch` command against a running example job (real processes, a private run dir).
 
-Order matters: the kill test comes last (it ends ranks 0 and 1).
+Order matters: kill (ranks 0 and 1) and stop (rank 3) come last.
 """
 
 from __future__ import annotations
@@ -139,6 +139,22 @@ def test_kill_ends_exactly_the_selected_ranks(job, helpers):
     failures = {(f["rank"], f["signal"]) for f in status["failures"]}
     assert failures == {(0, 9), (1, 9)}
     assert "Killed(sig=9)" in job.monarch("status").stdout
+
+
+def test_stop_ends_a_rank_gracefully(job, helpers):
+    before = pids_by_rank(helpers.json_out(job.monarch("status", "--json")))
+    result = job.monarch("stop", "workers", "--slice", "gpus=3", "--yes", "--json")
+    assert result.returncode == 0, result.stderr
+    stopped = helpers.json_out(result)
+    assert stopped["done"] and [(s["rank"], s["pid"]) for s in stopped["stopped"]] == [
+        (3, before[3])]
+    assert helpers.pid_gone(before[3])
+    os.kill(before[2], 0)  # untouched
+    status = helpers.json_out(job.monarch("status", "--json"))
+    states = {a["rank"]: a["state"] for m in status["meshes"] for a in m["actors"]
+              if m["name"] == "workers"}
+    assert states == {0: "failed", 1: "failed", 2: "running", 3: "stopped"}
+    assert len(status["failures"]) == 2  # a stop is not a failure
 
 
 def test_job_end_removes_the_discovery_file(job):
