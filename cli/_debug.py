@@ -6,8 +6,6 @@ import sys
 
 import typer
 
-from monarch._debug_shell import DebugShell
-
 from ._common import admin_errors, client
 
 
@@ -17,6 +15,8 @@ def register(app: typer.Typer) -> None:
 
 def debug(ctx: typer.Context) -> None:
     """Drives the pdb sessions of actors paused in `breakpoint()` (type `help` inside)."""
+    from monarch._debug_shell import DebugShell  # imports the runtime: only when used
+
     admin = client(ctx)
     with admin_errors():
         try:
