@@ -68,6 +68,8 @@ def _values(label: str, text: str, size: int) -> list[int]:
             return _range(label, text, size)
         else:
             values = [int(text)]
+    except SelectionError:
+        raise
     except ValueError:
         raise SelectionError(f"{label}={text}: not an index, range or list") from None
     for value in values:

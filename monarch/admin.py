@@ -19,7 +19,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -137,36 +136,61 @@ class Stream:
     def __init__(self, conn: http.client.HTTPConnection, sock: Any,
                  response: http.client.HTTPResponse) -> None:
         self._conn, self._sock, self._response = conn, sock, response
-        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._closed = False  # guarded by _lock, like _reading
+        self._reading = False  # a thread is in next(): it releases the connection
 
     def __iter__(self) -> Stream:
         return self
 
     def __next__(self) -> dict[str, Any]:
-        while not self._closed.is_set():
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            self._reading = True
+        try:
+            record = self._next_record()
+        finally:
+            with self._lock:
+                self._reading = False
+                closed = self._closed
+            if closed:
+                self._release()
+        if record is None:
+            raise StopIteration
+        return record
+
+    def _next_record(self) -> dict[str, Any] | None:
+        while not self._closed:
             try:
                 line = self._response.readline()
-            except (OSError, ValueError, http.client.HTTPException) as exc:
-                if self._closed.is_set():
-                    break
+            except (OSError, ValueError, AttributeError, http.client.HTTPException) as exc:
+                if self._closed:
+                    return None
                 self.close()
                 raise AdminError(f"the live feed broke: {exc}") from None
             if not line:
-                break
+                self.close()
+                return None
             if line.strip():
                 return json.loads(line)
-        self.close()
-        raise StopIteration
+        return None
 
     def close(self) -> None:
         """Ends the feed (a thread blocked in `next()` returns)."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reading = self._reading
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        if not reading:
+            self._release()
+
+    def _release(self) -> None:
         self._response.close()
         self._conn.close()
 

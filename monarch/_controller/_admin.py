@@ -82,6 +82,7 @@ class AdminServer:
         self.api = AdminApi(job, lambda: self.address)
         self.discovery: Path = Path(job.run_dir) / DISCOVERY
         self.errors = 0
+        self._wrote = False  # only the server that wrote the discovery file removes it
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -89,7 +90,8 @@ class AdminServer:
     def address(self) -> str:
         """`host:port` it listens on."""
         host, port = self._httpd.server_address[:2]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        host = host.decode() if isinstance(host, bytes) else str(host)
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     @property
     def closing(self) -> bool:
@@ -114,18 +116,17 @@ class AdminServer:
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         os.replace(tmp, self.discovery)
+        self._wrote = True
 
     def close(self) -> None:
         """Removes the discovery file, ends live feeds and stops serving."""
         self._closing.set()
-        try:
-            self.discovery.unlink()
-        except FileNotFoundError:
-            pass
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
+        if self._wrote:
+            self.discovery.unlink(missing_ok=True)
+        if self._thread is not None:  # shutdown() waits for serve_forever: only if it runs
+            self._httpd.shutdown()
             self._thread.join(timeout=5)
+        self._httpd.server_close()
 
     def authorized(self, header: str | None) -> str | None:
         """None if the Authorization header carries the token, else why not."""
@@ -145,25 +146,26 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 120  # an idle keep-alive connection is closed after this
     server: _Server
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._dispatch("PUT")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the controller's stderr belongs to the user
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
         """http.server's own refusals (bad request line, headers) as JSON too."""
         self.close_connection = True
+        self.request_version = "HTTP/1.0"  # garbage parses as HTTP/0.9, which has no status
         self._json(code, {"error": message or explain or "bad request"})
 
     def _dispatch(self, method: str) -> None:
@@ -189,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(504, {"error": f"the job did not answer in time: {exc}"})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except Exception as exc:  # noqa: BLE001 - never let a request take the server down
+        except Exception as exc:
             admin.errors += 1
             self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
 

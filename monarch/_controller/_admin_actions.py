@@ -207,7 +207,7 @@ def _settled(future: Future[Any], deadline: float) -> bool:
     try:
         future.get(timeout=max(deadline - time.monotonic(), 0.0))
         return True
-    except Exception:  # noqa: BLE001 - a stop that did not finish in time
+    except Exception:
         return False
 
 
@@ -260,7 +260,7 @@ class _Ping:
         try:
             self.future: Any = ProcMesh(procs=procs, table=tables[procs], full=view,
                                         view=view).stats()
-        except Exception as exc:  # noqa: BLE001 - a proc we cannot even send to fails
+        except Exception as exc:
             self.future = exc
             return
         self.future.add_done_callback(self._answered)
@@ -276,7 +276,7 @@ class _Ping:
             stats = next(iter(value.values()))
         except TimeoutError:
             return _check("ping", proc, pid, None, f"no answer within {PING_TIMEOUT_S:g}s")
-        except Exception as exc:  # noqa: BLE001 - reported in the check
+        except Exception as exc:
             return _check("ping", proc, pid, None, f"{type(exc).__name__}: {exc}")
         answered = self.answered or time.perf_counter()
         check = _check("ping", proc, pid, (answered - self.sent) * 1000, None)
