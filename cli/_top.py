@@ -51,8 +51,13 @@ def demo(
     no_console: bool = typer.Option(False, "--no-console", help="Only run the workload (print "
                                     "its job id; stop it with Ctrl-C)."),
 ) -> None:
-    """Starts a sample multi-mesh workload and opens the console on it (F: fail a rank,
-    B: breakpoint, then a to attach); the workload stops when the console quits."""
+    """A sample multi-mesh workload with the console on it (F fails a rank, B breaks).
+
+    The workload (trainers, generators, rewards, an inspector) runs as its own controller
+    process; the console attaches to it through the admin API, and the workload stops when the
+    console quits. In the console, `F` makes trainers[3] fail, `B` stops inspector[0] at a
+    breakpoint (select it, `a` attaches pdb).
+    """
     control = Path(tempfile.mkdtemp(prefix="monarch-demo-"))
     log = control / "workload.log"
     command = [sys.executable, "-m", "monarch.console._demo", "--control", str(control),

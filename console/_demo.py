@@ -3,7 +3,8 @@
     python -m monarch.console._demo [--control DIR] [--loggers N] [--run-for SECONDS]
 
 Meshes: `trainers` (4 procs), `generators` and `rewards` (sharing 2 procs), `inspector` (1
-proc); with `--loggers N`, N `chatty` actors (8 per proc mesh) print lines as fast as asked.
+proc); with `--loggers N`, N `chatty` actors (meshes of 8 on one proc mesh of 8) print lines
+at `--log-rate` each.
 Every step the controller trains, generates and scores on the live ranks; every 5 steps the
 generators pull the trainers' weights (over `monarch.rdma` when it is there, so the console's
 throughput view moves). Failures are handled the way a fault-tolerant script does: the root's
@@ -148,10 +149,11 @@ class Demo:
         self._add("generators", rollout_procs.spawn("generators", Generator), 2)
         self._add("rewards", rollout_procs.spawn("rewards", Reward), 2)
         self._add("inspector", inspect_procs.spawn("inspector", Inspector), 1)
-        for group in range((self.loggers + 7) // 8):
-            size = min(8, self.loggers - group * 8)
-            procs = host.spawn_procs(per_host={"gpus": size})
-            self._add(f"chatty{group}", procs.spawn(f"chatty{group}", Chatty), size)
+        if self.loggers:  # 8 actor meshes per proc mesh of 8 procs: 64 actors, 8 processes
+            per = min(self.loggers, 8)
+            chatty_procs = host.spawn_procs(per_host={"gpus": per})
+            for group in range((self.loggers + per - 1) // per):
+                self._add(f"chatty{group}", chatty_procs.spawn(f"chatty{group}", Chatty), per)
 
     def _add(self, name: str, mesh: Any, size: int) -> None:
         self.meshes[name] = (mesh, size)

@@ -469,26 +469,34 @@ class LogLine:
 
 
 class LogBuffer:
-    """The newest log records (bounded), and the pane's lines under a filter, folded or not."""
+    """The newest log records (bounded), and the pane's lines under a filter, folded or not.
+
+    Each record is kept as the `telemetry.LogRecord` that `fold` takes, its `tags` being the
+    admin API's dict (converted once, on arrival).
+    """
 
     def __init__(self, limit: int = 5000) -> None:
-        self.records: deque[dict[str, Any]] = deque(maxlen=limit)
+        self._records: deque[telemetry.LogRecord] = deque(maxlen=limit)
         self.version = 0
         """Bumped by every change: the pane re-renders when it moved."""
         self.received = 0
 
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The records held, oldest first (the admin API's dicts)."""
+        return [r.tags for r in self._records]  # type: ignore[misc]
+
     def extend(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Adds records (any order; kept in HLC order); returns how many were new."""
-        fresh = [dict(r) for r in records]
+        fresh = [_log_record(dict(r)) for r in records]
         if not fresh:
             return 0
-        out_of_order = self.records and fresh[0].get("hlc", 0) < self.records[-1].get("hlc", 0)
-        self.records.extend(fresh)
-        if out_of_order or any(a.get("hlc", 0) > b.get("hlc", 0)
-                               for a, b in zip(fresh, fresh[1:])):
-            ordered = sorted(self.records, key=lambda r: r.get("hlc", 0))
-            self.records.clear()
-            self.records.extend(ordered)
+        late = self._records and fresh[0].hlc < self._records[-1].hlc
+        self._records.extend(fresh)
+        if late or any(a.hlc > b.hlc for a, b in zip(fresh, fresh[1:])):
+            ordered = sorted(self._records, key=lambda r: r.hlc)
+            self._records.clear()
+            self._records.extend(ordered)
         self.received += len(fresh)
         self.version += 1
         return len(fresh)
@@ -496,11 +504,10 @@ class LogBuffer:
     def lines(self, flt: LogFilter = LogFilter(), fold: bool = True,
               limit: int = 500) -> list[LogLine]:
         """The last `limit` lines that pass `flt`, identical lines of one second folded."""
-        chosen = [r for r in self.records if flt.matches(r)]
+        chosen = [r for r in self._records if flt.matches(r.tags)]
         if not fold:
-            return [_line([r]) for r in chosen[-limit:]]
-        tail = chosen[-limit * 8:]
-        folded = telemetry.fold([_log_record(r) for r in tail], window=1.0)
+            return [_line([r.tags]) for r in chosen[-limit:]]
+        folded = telemetry.fold(chosen[-limit * 4:], window=1.0)
         return [_line([m.tags for m in f.members]) for f in folded][-limit:]
 
 

@@ -11,7 +11,9 @@ from textual.widgets import DataTable
 
 from ._format import fmt_ms
 
-COLUMNS = ("span", "where", "duration", "outcome", "time")
+COLUMNS = ("duration", "span", "where", "outcome", "time")
+WIDTHS = (8, 26, 16, 7, 8)
+"""Fixed widths: refilling the table then measures nothing."""
 
 
 class SpanPane(DataTable[Text]):
@@ -28,8 +30,8 @@ class SpanPane(DataTable[Text]):
     def _columns(self) -> None:
         # the app may show data before this widget's Mount is handled
         if not self.columns:
-            for name in COLUMNS:
-                self.add_column(name, key=name)
+            for name, width in zip(COLUMNS, WIDTHS):
+                self.add_column(name, key=name, width=width)
 
     def show(self, spans: Sequence[dict[str, Any]], limit: int = 100) -> None:
         """Shows the newest `limit` spans."""
@@ -56,7 +58,7 @@ def _cells(span: dict[str, Any]) -> tuple[Text, ...]:
     duration = span.get("duration_ms")
     outcome = str(span.get("outcome") or "")
     slow = duration is not None and duration >= 100
-    return (Text(str(span.get("name", "?"))), Text(where, style="cyan"),
-            Text(fmt_ms(duration), justify="right", style="yellow" if slow else ""),
+    return (Text(fmt_ms(duration), justify="right", style="yellow" if slow else ""),
+            Text(str(span.get("name", "?"))), Text(where, style="cyan"),
             Text(outcome, style="red" if outcome not in ("", "ok") else "green"),
             Text(time.strftime("%H:%M:%S", time.localtime(start)), style="dim"))

@@ -11,7 +11,9 @@ from ._format import fmt_ms, fmt_rate
 from ._model import Row
 from ._styles import STATE_GLYPHS, state_style
 
-COLUMNS = ("node", "state", "msg/s", "queue", "p50", "last method", "")
+COLUMNS = ("node", "state", "msg/s", "queue", "p50", "", "last method")
+WIDTHS = (10, 6, 5, 7, 30, 14)
+"""Widths of the columns after the node column."""
 
 
 class MeshTree(DataTable[Text]):
@@ -40,16 +42,10 @@ class MeshTree(DataTable[Text]):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self.rows_shown: list[Row] = []
+        self._node_width = 0
 
     def on_mount(self) -> None:
         self.border_title = "topology"
-        self._columns()
-
-    def _columns(self) -> None:
-        # the app may show data before this widget's Mount is handled
-        if not self.columns:
-            for name in COLUMNS:
-                self.add_column(name, key=name or "note")
 
     @property
     def selected(self) -> Row | None:
@@ -59,25 +55,37 @@ class MeshTree(DataTable[Text]):
         return self.rows_shown[min(self.cursor_row, len(self.rows_shown) - 1)]
 
     def show(self, rows: list[Row]) -> None:
-        """Shows `rows`, keeping the cursor on the same key (or the same position)."""
-        self._columns()
+        """Shows `rows`, keeping the cursor on the same key (or the same position).
+
+        Columns have fixed widths (the node column fits the longest label): updating a cell
+        then costs one cell, not a re-measure of the whole column.
+        """
         before = self.selected
-        if [r.key for r in rows] == [r.key for r in self.rows_shown]:
+        width = max((2 * r.depth + 4 + len(r.label) for r in rows), default=20)
+        same = [r.key for r in rows] == [r.key for r in self.rows_shown]
+        if same and width <= self._node_width:
             for old, new in zip(self.rows_shown, rows):
                 if old != new:
                     for column, cell in zip(COLUMNS, _cells(new)):
-                        self.update_cell(new.key, column or "note", cell, update_width=True)
+                        self.update_cell(new.key, column or "note", cell)
             self.rows_shown = rows
         else:
-            self.rows_shown = rows
-            self.clear()
-            for row in rows:
-                self.add_row(*_cells(row), key=row.key)
+            self._rebuild(rows, width)
             keys = [r.key for r in rows]
             if before is not None and before.key in keys:
                 self.move_cursor(row=keys.index(before.key), animate=False)
         if self.selected != before:
             self.post_message(self.Selected(self.selected))
+
+    def _rebuild(self, rows: list[Row], width: int) -> None:
+        self.rows_shown = rows
+        self.clear(columns=width != self._node_width or not self.columns)
+        if not self.columns:
+            self._node_width = width
+            for name, size in zip(COLUMNS, (width, *WIDTHS)):
+                self.add_column(name, key=name or "note", width=size)
+        for row in rows:
+            self.add_row(*_cells(row), key=row.key)
 
     def select_key(self, key: str) -> bool:
         """Moves the cursor to the row with `key`; False if it is not shown."""
@@ -112,5 +120,5 @@ def _cells(row: Row) -> tuple[Text, ...]:
     note_style = "red" if row.state == "failed" else ("magenta" if row.state == "paused" else "dim")
     return (name, state, Text(fmt_rate(row.rate), justify="right"),
             Text("-" if row.queue is None else str(row.queue), justify="right"),
-            Text(fmt_ms(row.p50_ms), justify="right"), Text(row.last_method or "-"),
-            Text(row.note, style=note_style))
+            Text(fmt_ms(row.p50_ms), justify="right"), Text(row.note, style=note_style),
+            Text(row.last_method or "-"))

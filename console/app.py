@@ -369,11 +369,8 @@ class MonarchTop(App[None]):
         self._render_logs(force=True)
 
     def action_follow(self) -> None:
-        pane = self.log_pane
-        pane.follow = not pane.follow
+        self.log_pane.set_follow(not self.log_pane.follow)
         self._render_logs(force=True)
-        if pane.follow:
-            pane.scroll_end(animate=False)
 
     def action_fold(self) -> None:
         self.fold = not self.fold
