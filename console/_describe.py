@@ -117,8 +117,10 @@ def _actor(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
               ("point", format_extent({"labels": list(actor.get("point") or {}),
                                        "sizes": list((actor.get("point") or {}).values())})),
               ("state", row.state), ("proc", str(actor.get("proc"))),
-              ("pid", str(proc.get("pid"))), ("host", str(proc.get("host") or proc.get("host_id"))),
-              ("messages", str(actor.get("messages", 0))), ("messages/s", fmt_rate(rates.get(row.key))),
+              ("pid", str(proc.get("pid"))),
+              ("host", str(proc.get("host") or proc.get("host_id"))),
+              ("messages", str(actor.get("messages", 0))),
+              ("messages/s", fmt_rate(rates.get(row.key))),
               ("queue depth", str(actor.get("queue_depth", 0))),
               ("latency p50", fmt_ms(actor.get("latency_p50_ms"))),
               ("last method", str(actor.get("last_method") or "-"))]

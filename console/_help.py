@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ._model import KEYS, display_key
+from ._keys import KEYS, display_key
 
 GROUPS = {"move": "Move", "select": "Select", "logs": "Logs", "act": "Act on the selection",
           "debug": "Debugger", "inspect": "Inspect", "app": "Console"}

@@ -14,7 +14,7 @@ from textual import events
 from textual.binding import Binding
 from textual.widget import Widget
 
-from ._model import LogLine
+from ._logmodel import LogLine
 
 
 class LogPane(Widget, can_focus=True):

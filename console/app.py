@@ -15,7 +15,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -23,6 +23,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
+from . import _keys as keys
+from . import _logmodel as logmodel
 from . import _model as model
 from ._attach import attach
 from ._confirm import ConfirmScreen
@@ -48,15 +50,24 @@ LOG_RENDER_S = 0.25
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsoleStatistics:
-    """How the console keeps up: screen updates per second, the timer's lag, logs rendered."""
+    """How the console keeps up: screen updates per second (a new snapshot or new log lines
+    drawn), the timer's lag behind its schedule (how long the UI was busy), logs received."""
 
     updates_per_s: float
     log_renders_per_s: float
     snapshots_per_s: float
     tick_lag_ms_p50: float
+    tick_lag_ms_p99: float
     tick_lag_ms_max: float
     log_records: int
     log_lines_shown: int
+
+
+class _Tick(NamedTuple):
+    at: float
+    lag: float
+    snapshot: bool
+    logs: bool
 
 
 class MonarchTop(App[None]):
@@ -70,36 +81,10 @@ class MonarchTop(App[None]):
     """
 
     TITLE = "monarch top"
-    CSS = """
-    JobHeader { dock: top; height: 2; padding: 0 1; background: $boost; }
-    #upper { height: 3fr; }
-    #lower { height: 2fr; }
-    #side { width: 2fr; }
-    MeshTree { width: 3fr; height: 100%; }
-    DetailPane { height: 1fr; }
-    ThroughputPane { height: 8; }
-    LogPane { width: 3fr; height: 100%; }
-    SpanPane { width: 2fr; height: 100%; }
-    MeshTree, DetailPane, ThroughputPane, LogPane, SpanPane {
-        border: round $secondary; scrollbar-size: 1 1;
-    }
-    MeshTree:focus, DetailPane:focus, LogPane:focus, SpanPane:focus { border: round $accent; }
-    SliceInput, SearchInput { dock: bottom; display: none; }
-    SliceInput.shown, SearchInput.shown { display: block; }
-    #throughput-spark { height: 2; margin: 0 1; }
-    ConfirmScreen, HelpScreen, Overlay { align: center middle; }
-    #confirm-box { width: 80; height: auto; border: thick $error; background: $surface;
-                   padding: 1 2; }
-    #confirm-keys { margin-top: 1; }
-    #help-box { width: 100; height: 85%; border: round $primary; background: $surface;
-                padding: 0 1; }
-    #help-legend { margin-top: 1; }
-    #overlay-box { width: 90%; height: 85%; border: round $primary; background: $surface;
-                   padding: 0 1; }
-    """
+    CSS_PATH = "app.tcss"
     BINDINGS = [Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer),
-                        key_display=model.display_key(k.keys).split("/")[0])
-                for k in model.KEYS]
+                        key_display=keys.display_key(k.keys).split("/")[0])
+                for k in keys.KEYS]
 
     def __init__(self, client: Client, *, refresh: float = 1.0,
                  attach_io: tuple[TextIO, TextIO] | None = None,
@@ -112,7 +97,7 @@ class MonarchTop(App[None]):
         self.snapshot = model.Snapshot()
         self.rates = model.RateTracker()
         self.expanded: dict[str, bool] = {}
-        self.logs = model.LogBuffer()
+        self.logs = logmodel.LogBuffer()
         self.search = ""
         self.logs_by_selection = False
         self.fold = True
@@ -121,7 +106,7 @@ class MonarchTop(App[None]):
         self.marked: set[str] = set()
         self.results: list[tuple[str, Any]] = []
         """(action, result or error text) of every action, oldest first."""
-        self._ticks: deque[tuple[float, float, bool, bool, bool]] = deque(maxlen=600)
+        self._ticks: deque[_Tick] = deque(maxlen=3000)  # the last 5 minutes of ticks
         self._last_tick = 0.0
         self._log_rendered = (0.0, -1, "")
         self._error: str | None = None
@@ -165,7 +150,7 @@ class MonarchTop(App[None]):
 
     # -- taking data -----------------------------------------------------------------------
     def _tick(self) -> None:
-        if not self.is_running or self.screen_stack[0].is_attached is False:
+        if not self.is_running:
             return
         started = time.monotonic()
         lag = max(started - self._last_tick - TICK_S, 0.0)
@@ -173,9 +158,9 @@ class MonarchTop(App[None]):
         snap = self.feed.take()
         if snap is not None:
             self.apply(snap)
-        fresh = self.logs.extend(self.feed.take_logs())
-        rendered = self._render_logs() if fresh or snap is not None else False
-        self._ticks.append((started, lag, snap is not None, rendered, bool(fresh)))
+        self.logs.extend(self.feed.take_logs())
+        rendered = self._render_logs()
+        self._ticks.append(_Tick(started, lag, snap is not None, rendered))
         if snap is not None:
             self._render_header()
 
@@ -199,7 +184,7 @@ class MonarchTop(App[None]):
 
     def _render_detail(self) -> None:
         self.detail_pane.show(describe(self.mesh_tree.selected, self.snapshot,
-                                                 self.rates.rates))
+                                       self.rates.rates))
 
     def _render_logs(self, force: bool = False) -> bool:
         flt = self._log_filter()
@@ -215,18 +200,17 @@ class MonarchTop(App[None]):
         pane.show(self.logs.lines(flt, self.fold, limit=400), f"({status})" if status else "")
         return True
 
-    def _log_filter(self) -> model.LogFilter:
+    def _log_filter(self) -> logmodel.LogFilter:
         if self.logs_by_selection:
-            return model.filter_for(self.mesh_tree.selected, self.snapshot, self.search)
-        return model.LogFilter(self.search)
+            return logmodel.filter_for(self.mesh_tree.selected, self.snapshot, self.search)
+        return logmodel.LogFilter(self.search)
 
     def _render_header(self) -> None:
         crumb = self._crumb()
         paused = len(self.snapshot.sessions)
-        self.job_header.show(self.snapshot.job, paused=paused,
-                                       refresh_s=self.refresh_s,
-                                       fps=self.statistics().updates_per_s, crumb=crumb,
-                                       error=self._error)
+        self.job_header.show(self.snapshot.job, paused=paused, refresh_s=self.refresh_s,
+                             fps=self.statistics().updates_per_s, crumb=crumb,
+                             error=self._error)
 
     def _crumb(self) -> str:
         parts = [model.breadcrumb(self.mesh_tree.rows_shown, self.mesh_tree.selected)]
@@ -243,17 +227,17 @@ class MonarchTop(App[None]):
                             f"{info.get('function')}:{info.get('lineno')} — select it, press a",
                             title="breakpoint", timeout=8)
 
-    def statistics(self) -> ConsoleStatistics:
-        """Rates over the last 10 seconds of ticks."""
-        ticks = [t for t in self._ticks if t[0] >= time.monotonic() - 10.0]
-        span = max(ticks[-1][0] - ticks[0][0], 1e-9) if len(ticks) > 1 else 1.0
-        lags = sorted(t[1] * 1000 for t in ticks) or [0.0]
+    def statistics(self, window_s: float = 10.0) -> ConsoleStatistics:
+        """How the screen kept up over the last `window_s` seconds."""
+        ticks = [t for t in self._ticks if t.at >= time.monotonic() - window_s]
+        span = max(ticks[-1].at - ticks[0].at + TICK_S, TICK_S) if ticks else 1.0
+        lags = sorted(t.lag * 1000 for t in ticks) or [0.0]
         return ConsoleStatistics(
-            updates_per_s=sum(t[2] or t[3] for t in ticks) / span,
-            log_renders_per_s=sum(t[3] for t in ticks) / span,
-            snapshots_per_s=sum(t[2] for t in ticks) / span,
-            tick_lag_ms_p50=lags[len(lags) // 2], tick_lag_ms_max=lags[-1],
-            log_records=self.logs.received,
+            updates_per_s=sum(t.snapshot or t.logs for t in ticks) / span,
+            log_renders_per_s=sum(t.logs for t in ticks) / span,
+            snapshots_per_s=sum(t.snapshot for t in ticks) / span,
+            tick_lag_ms_p50=lags[len(lags) // 2], tick_lag_ms_p99=lags[int(len(lags) * .99)],
+            tick_lag_ms_max=lags[-1], log_records=self.logs.received,
             log_lines_shown=len(self.log_pane.shown_lines))
 
     # -- tree events -----------------------------------------------------------------------

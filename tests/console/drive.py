@@ -31,7 +31,8 @@ async def select(pilot: Pilot[Any], label: str, timeout: float = 30.0) -> Any:
         if app.mesh_tree.selected is not None and app.mesh_tree.selected.label == label:
             return app.mesh_tree.selected
         await pilot.press("j")
-    raise AssertionError(f"{label} not reached with j: {[r.label for r in app.mesh_tree.rows_shown]}")
+    labels = [r.label for r in app.mesh_tree.rows_shown]
+    raise AssertionError(f"{label} not reached with j: {labels}")
 
 
 async def result_after(pilot: Pilot[Any], start: int, name: str, timeout: float = 60.0) -> Any:

@@ -30,6 +30,10 @@ def gone(pid: int) -> bool:
     return False
 
 
+def labels(app: MonarchTop) -> set[str]:
+    return {r.label for r in app.mesh_tree.rows_shown}
+
+
 def row_state(app: MonarchTop, label: str) -> str | None:
     return next((r.state for r in app.mesh_tree.rows_shown if r.label == label), None)
 
@@ -50,10 +54,10 @@ async def test_tree_moves_and_folds(demo_job):
         assert app.mesh_tree.cursor_row == len(app.mesh_tree.rows_shown) - 1
         row = await select(pilot, "trainers")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "trainers[0]" not in {r.label for r in app.mesh_tree.rows_shown})
+        await wait_for(pilot, lambda: "trainers[0]" not in labels(app))
         assert app.mesh_tree.selected.label == "trainers" and not app.mesh_tree.selected.expanded
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "trainers[0]" in {r.label for r in app.mesh_tree.rows_shown})
+        await wait_for(pilot, lambda: "trainers[0]" in labels(app))
         await select(pilot, "trainers[1]")
         detail = app.detail_pane.description
         assert "trainers[1]" in app.detail_pane.border_title

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from fakeclient import FakeClient
-
+from monarch.console import _keys as keys
+from monarch.console import _logmodel as logs
 from monarch.console import _model as m
 from monarch.console._describe import describe
 from monarch.console._format import fmt_bytes, fmt_duration, fmt_ms, fmt_rate, sparkline
@@ -129,7 +130,7 @@ def log(hlc, text, mesh="trainers", rank=0, stream="stdout"):
 
 
 def test_logs_fold_filter_and_order():
-    buffer = m.LogBuffer(limit=100)
+    buffer = logs.LogBuffer(limit=100)
     buffer.extend([log(1, "loss 1", rank=0), log(2, "syncing", rank=0), log(3, "syncing", rank=1)])
     buffer.extend([log(4, "syncing", rank=2), log(0, "first", mesh="gen", rank=0)])  # late
     assert [r["text"] for r in buffer.records][0] == "first" and buffer.version == 2
@@ -138,16 +139,16 @@ def test_logs_fold_filter_and_order():
         "[gen[0]] first", "[trainers[0]] loss 1",
         "[3 similar log lines] [trainers[0-2]] syncing"]
     assert [line.count for line in buffer.lines(fold=False)] == [1, 1, 1, 1, 1]
-    assert [str(x) for x in buffer.lines(m.LogFilter("LOSS"))] == ["[trainers[0]] loss 1"]
-    assert [x.source for x in buffer.lines(m.LogFilter(mesh="trainers", rank=1))] == [
+    assert [str(x) for x in buffer.lines(logs.LogFilter("LOSS"))] == ["[trainers[0]] loss 1"]
+    assert [x.source for x in buffer.lines(logs.LogFilter(mesh="trainers", rank=1))] == [
         "trainers[1]"]
     assert buffer.lines(limit=1)[0].count == 3
-    assert m.LogFilter("x", "trainers", 2).describe() == "mesh=trainers rank=2 /x"
-    assert m.log_source([log(1, "a"), log(1, "a", mesh="gen", rank=3)]) == "2 meshes [ranks 0,3]"
+    assert logs.LogFilter("x", "trainers", 2).describe() == "mesh=trainers rank=2 /x"
+    assert logs.log_source([log(1, "a"), log(1, "a", mesh="gen", rank=3)]) == "2 meshes [ranks 0,3]"
 
 
 def test_log_buffer_is_bounded():
-    buffer = m.LogBuffer(limit=10)
+    buffer = logs.LogBuffer(limit=10)
     buffer.extend(log(i, f"line {i}") for i in range(25))
     assert len(buffer.records) == 10 and buffer.records[0]["text"] == "line 15"
     assert buffer.received == 25
@@ -156,20 +157,20 @@ def test_log_buffer_is_bounded():
 def test_filter_follows_the_selected_row():
     snap = snapshot()
     by = rows_by_label(m.build_rows(snap))
-    assert m.filter_for(by["trainers[2]"], snap, "x") == m.LogFilter("x", "trainers", 2)
-    assert m.filter_for(by["generators"], snap) == m.LogFilter("", "generators")
-    assert m.filter_for(by["box"], snap) == m.LogFilter()
+    assert logs.filter_for(by["trainers[2]"], snap, "x") == logs.LogFilter("x", "trainers", 2)
+    assert logs.filter_for(by["generators"], snap) == logs.LogFilter("", "generators")
+    assert logs.filter_for(by["box"], snap) == logs.LogFilter()
 
 
 def test_keys_cover_the_issue_and_do_not_clash():
-    actions = {k.action for k in m.KEYS}
+    actions = {k.action for k in keys.KEYS}
     assert {"kill", "stop", "attach", "break_next", "stack", "diagnose", "help", "quit",
             "search", "slice", "focus_logs", "cursor_down", "cursor_up"} <= actions
-    keys = [key for k in m.KEYS for key in k.keys.split(",")]
-    assert len(keys) == len(set(keys))
-    assert m.key_for("kill").keys.split(",")[0] == "k"
-    assert m.display_key("slash") == "/" and m.display_key("ctrl+k") == "^k"
-    footer = [k.footer for k in m.KEYS if k.footer]
+    bound = [key for k in keys.KEYS for key in k.keys.split(",")]
+    assert len(bound) == len(set(bound))
+    assert keys.key_for("kill").keys.split(",")[0] == "k"
+    assert keys.display_key("slash") == "/" and keys.display_key("ctrl+k") == "^k"
+    footer = [k.footer for k in keys.KEYS if k.footer]
     assert {"kill", "attach", "py-spy", "help", "quit"} <= set(footer)
 
 

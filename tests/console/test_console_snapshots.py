@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from drive import select, wait_for
 from fakeclient import FakeClient
-
 from monarch.console.app import MonarchTop
 
 pytestmark = pytest.mark.timeout(60)

@@ -155,9 +155,8 @@ def test_monarch_top_diagnose_prints_json(job):
 
 
 def test_monarch_demo_in_a_terminal(tmp_path):
-    import tempfile
-
     import json
+    import tempfile
 
     run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
     tmux = Tmux(f"cdemo-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",

@@ -1,0 +1,60 @@
+"""The console's keys (k9s/htop habits): one table that makes the app's BINDINGS, the footer
+and the help."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    """One key binding: Textual key names (comma-separated), the app action, its help text."""
+
+    keys: str
+    action: str
+    description: str
+    group: str
+    footer: str = ""
+    """The footer's short label ("" keeps the key out of the footer)."""
+
+
+KEYS: tuple[Key, ...] = (
+    Key("j,down", "cursor_down", "next row", "move"),
+    Key("up", "cursor_up", "previous row (k is kill, as in htop)", "move"),
+    Key("g,home", "cursor_top", "first row", "move"),
+    Key("G,end", "cursor_bottom", "last row", "move"),
+    Key("enter,right,left", "toggle", "expand / collapse the row", "move"),
+    Key("tab", "focus_next", "next pane", "move", "panes"),
+    Key("l", "focus_logs", "focus the logs", "move"),
+    Key("colon", "slice", "slice the selected mesh (hosts=0, gpus=0:4)", "select", "slice"),
+    Key("escape", "clear", "clear the slice and the log search", "select"),
+    Key("slash", "search", "search the logs", "logs", "search"),
+    Key("m", "logs_follow_selection", "logs of the selected mesh/rank only (toggle)", "logs"),
+    Key("f", "follow", "follow the newest logs (toggle)", "logs"),
+    Key("u", "fold", "fold identical lines across ranks (toggle)", "logs"),
+    Key("k,ctrl+k", "kill", "kill the selection (SIGKILL, after confirmation)", "act", "kill"),
+    Key("s", "stop", "stop the selection gracefully (after confirmation)", "act", "stop"),
+    Key("a", "attach", "attach pdb to the paused actor (detach: `detach` or Ctrl-D)", "debug",
+        "attach"),
+    Key("b", "break_next", "break the selected actor at its next message", "debug", "break"),
+    Key("C", "continue_all", "continue every paused actor", "debug"),
+    Key("p", "stack", "py-spy stack of the selected proc", "inspect", "py-spy"),
+    Key("d", "diagnose", "diagnostics: ping every proc", "inspect", "diag"),
+    Key("r", "refresh", "refresh now", "inspect"),
+    Key("question_mark", "help", "this help", "app", "help"),
+    Key("q,ctrl+c", "quit", "quit", "app", "quit"),
+)
+"""Every key of the console (k9s/htop habits); the app's BINDINGS and the help are made of it."""
+
+
+def key_for(action: str) -> Key:
+    """The binding of an action."""
+    return next(k for k in KEYS if k.action == action)
+
+
+def display_key(keys: str) -> str:
+    """`slash` → `/`, `question_mark` → `?`, `ctrl+k` → `^k` (for the footer and the help)."""
+    names = {"slash": "/", "question_mark": "?", "colon": ":", "escape": "esc",
+             "down": "↓", "up": "↑", "right": "→", "left": "←", "enter": "⏎"}
+    shown = [names.get(k, k.replace("ctrl+", "^")) for k in keys.split(",")]
+    return "/".join(shown)
