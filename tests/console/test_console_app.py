@@ -1,0 +1,95 @@
+"""The app's edges, with the in-memory client: a job that stops answering, actions that do
+not apply to the selection, the attach loop, what the keys send."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from drive import result_after, select, wait_for
+from fakeclient import FakeClient
+from screen_text import screen_text
+
+from monarch.admin import AdminError
+from monarch.console._attach import attach
+from monarch.console.app import MonarchTop
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Flaky(FakeClient):
+    """Answers until `down` is set, then fails like an unreachable job."""
+
+    down = False
+
+    def job(self):
+        if self.down:
+            raise AdminError("cannot reach the admin API at 127.0.0.1:1: ConnectionRefused")
+        return super().job()
+
+
+async def test_a_job_that_stops_answering_keeps_the_last_tree_and_says_why():
+    client = Flaky()
+    app = MonarchTop(client, refresh=0.1)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.mesh_tree.rows_shown) > 5)
+        rows = list(app.mesh_tree.rows_shown)
+        client.down = True
+        await wait_for(pilot, lambda: "ERROR: job: AdminError" in screen_text(app))
+        assert [r.key for r in app.mesh_tree.rows_shown] == [r.key for r in rows]
+        client.down = False
+        await wait_for(pilot, lambda: "ERROR" not in screen_text(app))
+
+
+async def test_actions_that_do_not_fit_the_selection_warn_and_do_nothing():
+    client = FakeClient()
+    app = MonarchTop(client, refresh=0.1)
+    async with app.run_test(size=(150, 40), notifications=True) as pilot:
+        await wait_for(pilot, lambda: len(app.mesh_tree.rows_shown) > 5)
+        await pilot.press("g")  # the job row
+        for key in ("k", "s", "b", "p", "colon"):
+            await pilot.press(key)
+        await pilot.press("a")  # no paused actor
+        await select(pilot, "trainers")
+        await pilot.press("b")  # a whole mesh: which rank?
+        await pilot.pause(0.2)
+        messages = [n.message for n in app._notifications]
+        assert any("select a mesh, proc mesh or actor first" in m for m in messages)
+        assert any("select a mesh (or proc mesh) row to slice it" in m for m in messages)
+        assert any("no paused actor here" in m for m in messages)
+        assert any("select one actor" in m for m in messages)
+        assert client.calls == [] and app.screen is app.screen_stack[0]
+
+
+async def test_keys_send_the_selection_to_the_client():
+    client = FakeClient()
+    app = MonarchTop(client, refresh=0.1)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await select(pilot, "generators[1]")
+        start = len(app.results)
+        await pilot.press("k", "y")
+        await result_after(pilot, start, "kill")
+        await pilot.press("s", "y")
+        await result_after(pilot, start, "stop")
+        await pilot.press("b")
+        await result_after(pilot, start, "break_next")
+        await pilot.press("C")
+        await result_after(pilot, start, "continue_all")
+        await select(pilot, "procs p1")
+        await pilot.press("colon", *"gpus=(0,2)", "enter", "k", "y")
+        await wait_for(pilot, lambda: len([c for c in client.calls if c[0] == "kill"]) == 2)
+        assert client.calls[:4] == [("kill", ("m2", "gpus=1")), ("stop", ("m2", "gpus=1")),
+                                    ("break_next", ("m2", 1)), ("continue_all", ())]
+        assert client.calls[4] == ("kill", ("p1", "gpus=(0,2)"))
+
+
+def test_attach_drives_a_session_until_it_ends_or_detaches():
+    client = FakeClient()
+    session = {"id": 3, "actor_name": "trainers", "rank": 1, "function": "train", "lineno": 9}
+    out = io.StringIO()
+    assert attach(client, session, io.StringIO("p x\nc\n"), out)
+    assert ("send", (3, "p x")) in client.calls and "session trainers[1] ended" in out.getvalue()
+    out = io.StringIO()
+    assert not attach(client, dict(session, id=4), io.StringIO("detach\n"), out)
+    assert "trainers[1] stays paused" in out.getvalue()
+    assert not attach(client, dict(session, id=5), io.StringIO(""), io.StringIO())
