@@ -51,7 +51,7 @@ class ActorMesh(Generic[A]):
         if name.startswith("_"):
             raise AttributeError(name)
         if name in self._endpoints:
-            endpoint = ActorEndpoint(self, name)
+            endpoint: ActorEndpoint[Any, Any] = ActorEndpoint(self, name)
             self.__dict__[name] = endpoint
             return endpoint
         if name in self._methods:

@@ -76,7 +76,7 @@ class Future(Generic[R]):
         if self._state == _PENDING:
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
-            self.add_done_callback(lambda: loop.call_soon_threadsafe(_wake, waiter))
+            self.add_done_callback(lambda: _wake_soon(loop, waiter))
             yield from waiter.__await__()
         return self._resolve()
 
@@ -172,6 +172,10 @@ def set_waiter(waiter: Callable[["Future[Any]", float | None], bool] | None) -> 
     """Installs how pending futures are waited for (the runtime lets waiters lead its loop)."""
     global _waiter
     _waiter = waiter
+
+
+def _wake_soon(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
+    loop.call_soon_threadsafe(_wake, waiter)
 
 
 def _wake(waiter: asyncio.Future[Any]) -> None:

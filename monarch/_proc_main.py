@@ -69,8 +69,10 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])
-    runtime.notice_handlers["actor_failed"] = lambda body: runtime.failed_actors.setdefault(
-        (body["mesh"], body["base_rank"]), body["report"])
+    def actor_failed(body: dict[str, Any]) -> None:
+        runtime.failed_actors.setdefault((body["mesh"], body["base_rank"]), body["report"])
+
+    runtime.notice_handlers["actor_failed"] = actor_failed
     runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
     runtime.notice_handlers["break_next"] = _hosting.break_handler(runtime)
     runtime.notice_handlers["stop_proc"] = lambda body: _stop_proc(runtime, None, 0)

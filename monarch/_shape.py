@@ -225,7 +225,9 @@ class View:
         for label, size, stride in zip(self.labels, self.sizes, self.strides):
             new = splits.get(label)
             if new is None:
-                labels.append(label), sizes.append(size), strides.append(stride)
+                labels.append(label)
+                sizes.append(size)
+                strides.append(stride)
                 continue
             new = (new,) if isinstance(new, str) else tuple(new)
             new_sizes = _derive_sizes(label, size, new, constraints)

@@ -253,7 +253,7 @@ class Job:
         if self._preloaded:
             return
         self._preloaded = True
-        heavy = [m for m in ("numpy", "torch") if m in sys.modules]
+        heavy: list[str] = [m for m in ("numpy", "torch") if m in sys.modules]
         if heavy:
             self.agent.preload(heavy)
 
