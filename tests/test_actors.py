@@ -296,3 +296,24 @@ def test_stop_then_calls_fail(procs):
     mesh.stop().get(timeout=20)
     with pytest.raises(SupervisionError, match=r"Endpoint call stoppable.add\(\) failed"):
         mesh.slice(gpus=0).add.call_one(1).get(timeout=20)
+
+
+class Sleeper(Actor):
+    @endpoint
+    def sleep(self, seconds: float) -> float:
+        import time
+
+        time.sleep(seconds)
+        return seconds
+
+
+def test_a_busy_sync_actor_does_not_stall_its_proc(procs):
+    """Another actor in the same proc answers, and casts rooted there are forwarded, while one
+    actor of that proc runs a long handler."""
+    sleepers = procs.spawn("sleepers", Sleeper)
+    echoes = procs.spawn("neighbours", Echo)
+    busy = sleepers.slice(gpus=0).sleep.call_one(5.0)
+    assert echoes.slice(gpus=0).add.call_one(1, 1).get(timeout=4) == 2
+    assert list(echoes.add.call(2, 2).get(timeout=4).values()) == [4, 4, 4, 4]
+    assert not busy.done()
+    assert busy.get(timeout=20) == 5.0
