@@ -317,3 +317,18 @@ def test_a_busy_sync_actor_does_not_stall_its_proc(procs):
     assert list(echoes.add.call(2, 2).get(timeout=4).values()) == [4, 4, 4, 4]
     assert not busy.done()
     assert busy.get(timeout=20) == 5.0
+
+
+def test_tcp_transport_for_local_procs():
+    from monarch.actor import ChannelTransport, enable_transport, this_host
+    from monarch.config import configured
+
+    with configured():
+        enable_transport(ChannelTransport.TcpWithLocalhost)
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+    assert all(a.startswith("tcp://127.0.0.1:") for a in procs._table)
+    mesh = procs.spawn("over_tcp", Echo)
+    assert list(mesh.add.call(1, 2).get(timeout=20).values()) == [3, 3]
+    procs.stop().get(timeout=20)
+    with pytest.raises(ValueError, match="not available"):
+        enable_transport("quic")

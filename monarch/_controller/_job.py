@@ -189,9 +189,11 @@ class Job:
         for size in sizes:
             count *= size
         per_host = count // len(hosts)
-        local = all(h == LOCAL_HOST for h in hosts)
+        tcp_host = self._tcp_host()
+        local = tcp_host is None and all(h == LOCAL_HOST for h in hosts)
         table = [f"ipc://{self.run_dir}/{procs}-{rank}.sock"
-                 if hosts[rank // per_host] == LOCAL_HOST else "" for rank in range(count)]
+                 if hosts[rank // per_host] == LOCAL_HOST and tcp_host is None else ""
+                 for rank in range(count)]
         boot = _serial.dumps(bootstrap)[0] if bootstrap is not None else None
         records = []
         remote: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -204,7 +206,8 @@ class Job:
             config = self._proc_config(proc, procs, rank, labels, sizes,
                                        table if local else None, boot)
             if host == LOCAL_HOST:
-                self.agent.fork(proc, dict(config, address=table[rank]))
+                address = table[rank] or f"tcp://{tcp_host}:0"
+                self.agent.fork(proc, dict(config, address=address))
             else:  # a remote proc keeps its node's environment (Slurm's variables and all)
                 remote.setdefault(host, []).append((proc, dict(config, env=None)))
         for host, batch in remote.items():
@@ -215,6 +218,17 @@ class Job:
         done: Future[Any] = Future()
         self._spawning[procs] = (records, done)
         return done
+
+    def _tcp_host(self) -> str | None:
+        """Where local procs listen when the configured transport is tcp (None: ipc)."""
+        transport = config.get("default_transport")
+        if transport in ("unix", "local"):
+            return None
+        host = "127.0.0.1" if transport == "tcp_localhost" else socket.gethostbyname(
+            socket.gethostname())
+        if not self.runtime.address.startswith("tcp://"):
+            self.runtime.listen_tcp(host)
+        return host
 
     def _proc_started(self, record: ProcRecord) -> None:
         """Once every proc of a remote mesh announced its address, everyone gets the table."""
