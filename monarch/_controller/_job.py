@@ -27,6 +27,7 @@ from .._host._agent import HostAgent
 from .._host_mesh import local_host_mesh
 from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
+from .._rdma._segments import sweep_job as sweep_rdma_segments
 from .._process import ProcessRuntime
 from .._shape import Extent, Point, View
 from .._wire import _serial
@@ -335,6 +336,7 @@ class Job:
         time.sleep(0.05)
         self.agent.close()
         self.runtime.close()
+        sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
         shutil.rmtree(self.run_dir, ignore_errors=True)
         with _lock:
             _job = None
