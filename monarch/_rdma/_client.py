@@ -60,16 +60,16 @@ def connect(server: ServerAddress, transport: str, secret: bytes, deadline: Dead
                                             timeout=deadline.left())
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except (ConnectionRefusedError, FileNotFoundError) as exc:
-        raise OwnerGoneError(f"{server.owner} (pid {server.pid} on {server.hostname}) is not "
-                             f"serving its buffers any more: it exited or was killed "
-                             f"({exc.strerror})") from None
+        raise OwnerGoneError(f"its owner is not serving its buffers any more: it exited or was "
+                             f"killed ({exc.strerror})") from None
     try:
         deadline.arm(sock)
         client_handshake(sock, secret)
     except (EOFError, ConnectionError):
+        # A server of another job fails on its proof, before any close: this one is dying.
         sock.close()
-        raise RDMAError(f"the data server of {server.owner} closed the connection during the "
-                        "handshake (not a process of this job?)") from None
+        raise OwnerGoneError("its owner closed the connection before it was set up: it exited "
+                             "or was killed") from None
     except BaseException:
         sock.close()
         raise

@@ -187,7 +187,7 @@ def _move(handle: BufferHandle, memory: Memory, nbytes: int, op: str,
     identity, pool = current_process(), state().pool
     transport = "tcp" if path == "tcp" else "unix"
     for attempt in range(2):
-        conn, reused = pool.take(handle.server, transport, identity.secret, deadline)
+        conn, reused = _take(pool, handle, transport, identity.secret, deadline)
         if path == "cma" and (conn.peer_pid != handle.server.pid or not _cma.usable()):
             path = "shm"  # the owner's pid is not ours to attach to (another pid namespace)
         try:
@@ -208,6 +208,14 @@ def _move(handle: BufferHandle, memory: Memory, nbytes: int, op: str,
         pool.give(conn)
         return taken
     raise AssertionError("unreachable")
+
+
+def _take(pool: _client.Pool, handle: BufferHandle, transport: str, secret: bytes,
+          deadline: Deadline) -> tuple[_client.Conn, bool]:
+    try:
+        return pool.take(handle.server, transport, secret, deadline)
+    except OwnerGoneError as exc:
+        raise OwnerGoneError(f"{handle.describe()}: {exc}") from None
 
 
 def _gone(handle: BufferHandle, op: str, exc: BaseException) -> OwnerGoneError:
