@@ -1,7 +1,9 @@
 """Chunked, flow-controlled bulk movement between the two ends of a data connection.
 
-The producer may have at most `window` chunks that the consumer has not yet acknowledged; the
-consumer grants one credit per chunk it has taken. Two carriers share that loop:
+The producer may have at most `window` chunks that the consumer has not yet taken; the consumer
+grants one credit per chunk it has taken, except for the last `window` chunks, whose credits the
+producer would never wait for (so neither side waits for the other at the end). Two carriers
+share that loop:
 
 - `Ring` (one host): chunk i is copied into slot i % slots of a shared segment and announced by
   a 4-byte length on the socket; the credit frees the slot. Producer and consumer copy at the
@@ -77,35 +79,34 @@ ChunkHook = Callable[[int], None] | None
 
 def send(sock: socket.socket, carrier: Carrier, memory: Memory, nbytes: int,
          deadline: Deadline, on_chunk: ChunkHook = None) -> None:
-    """Produces `nbytes` of `memory`; returns once the consumer acknowledged every chunk."""
-    credits, offset, index = carrier.window, 0, 0
-    while offset < nbytes:
-        if credits == 0:
-            credits += _take_credit(deadline.arm(sock))
-        n = min(carrier.chunk, nbytes - offset)
-        carrier.put(deadline.arm(sock), index, memory, offset, n)
-        offset, index, credits = offset + n, index + 1, credits - 1
-        if on_chunk is not None:
-            on_chunk(index)
-    while credits < carrier.window:  # every chunk is acknowledged once
-        credits += _take_credit(deadline.arm(sock))
-
-
-def receive(sock: socket.socket, carrier: Carrier, memory: Memory, nbytes: int,
-            deadline: Deadline, on_chunk: ChunkHook = None) -> None:
-    """Consumes `nbytes` into `memory`, acknowledging each chunk."""
+    """Produces `nbytes` of `memory` (returns once the last chunk is handed over)."""
     offset, index = 0, 0
     while offset < nbytes:
+        if index >= carrier.window:  # chunk index - window must have been taken
+            _take_credit(deadline.arm(sock))
         n = min(carrier.chunk, nbytes - offset)
-        carrier.take(deadline.arm(sock), index, memory, offset, n)
-        sock.sendall(CREDIT)
+        carrier.put(deadline.arm(sock), index, memory, offset, n)
         offset, index = offset + n, index + 1
         if on_chunk is not None:
             on_chunk(index)
 
 
-def _take_credit(sock: socket.socket) -> int:
+def receive(sock: socket.socket, carrier: Carrier, memory: Memory, nbytes: int,
+            deadline: Deadline, on_chunk: ChunkHook = None) -> None:
+    """Consumes `nbytes` into `memory`, granting the credits the producer will wait for."""
+    chunks = -(-nbytes // carrier.chunk)
+    offset, index = 0, 0
+    while offset < nbytes:
+        n = min(carrier.chunk, nbytes - offset)
+        carrier.take(deadline.arm(sock), index, memory, offset, n)
+        if index + carrier.window < chunks:
+            sock.sendall(CREDIT)
+        offset, index = offset + n, index + 1
+        if on_chunk is not None:
+            on_chunk(index)
+
+
+def _take_credit(sock: socket.socket) -> None:
     (granted,) = _U32.unpack(recv_exact(sock, _U32.size))
     if granted != 1:
         raise ProtocolError(f"bad credit {granted}")
-    return granted

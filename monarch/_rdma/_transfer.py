@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .. import telemetry
 from .._future import Future
@@ -27,12 +27,36 @@ from ._threads import Workers
 
 
 class TransferFuture(Future[Any]):
-    """A transfer's future. Its waiters block on it alone: it is settled by a transfer thread,
-    which cannot wake a waiter that leads the process's inbox loop meanwhile."""
+    """A transfer's future, settled by whichever thread runs the transfer: a worker, or the
+    first thread that waits for it before a worker took it (it would only idle otherwise;
+    it does so only when its wait may last as long as the transfer's own deadline). Waiters
+    block on the future alone: a transfer thread cannot wake one that leads the process's
+    inbox loop meanwhile."""
 
-    __slots__ = ()
+    __slots__ = ("_job", "_job_timeout")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._job: list[Callable[[], None]] = []  # the transfer until someone takes it
+        self._job_timeout = 0.0
+
+    def start(self, job: Callable[[], None], timeout: float, workers: Workers) -> None:
+        """Hands `job` (which settles this future) to the workers."""
+        self._job.append(job)
+        self._job_timeout = timeout
+        workers.submit(self.run_pending)
+
+    def run_pending(self) -> None:
+        """Runs the transfer in this thread unless another thread took it already."""
+        try:
+            job = self._job.pop()  # atomic: exactly one taker
+        except IndexError:
+            return
+        job()
 
     def _wait(self, timeout: float | None) -> bool:
+        if timeout is None or timeout >= self._job_timeout:
+            self.run_pending()
         return self._lock_wait(timeout)
 
 
@@ -122,7 +146,8 @@ def drop(handle: BufferHandle) -> Future[None]:
         srv.registry.drop(handle.buffer_id)
         future.set_result(None)
         return future
-    state().workers.submit(lambda: _settle(future, _remote_drop, handle))
+    future.start(lambda: _settle(future, _remote_drop, handle), _config.DEFAULT_TIMEOUT_S,
+                 state().workers)
     return future
 
 
@@ -130,8 +155,8 @@ def _start(handle: BufferHandle, memory: Memory, nbytes: int, op: str,
            timeout: float) -> Future[None]:
     mesh = telemetry.current_actor_tags().get("mesh")
     future = TransferFuture()
-    state().workers.submit(lambda: _settle(future, _run, handle, memory, nbytes, op, timeout,
-                                           mesh))
+    future.start(lambda: _settle(future, _run, handle, memory, nbytes, op, timeout, mesh),
+                 timeout, state().workers)
     return future
 
 
