@@ -357,6 +357,7 @@ class RdmaOwner(Actor):
     @endpoint
     def buffer(self, nbytes: int) -> Any:
         import torch
+
         from monarch.rdma import RDMABuffer
 
         tensor = self.tensors.setdefault(nbytes, torch.ones(nbytes, dtype=torch.uint8))

@@ -22,6 +22,7 @@ processes, path), which the console's throughput view and Prometheus show.
 
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,7 @@ def _validate_timeout(timeout: float) -> float:
 class RDMABuffer:
     """A registered span of memory that other processes of the job can read and write."""
 
-    def __init__(self, data: "torch.Tensor | memoryview") -> None:
+    def __init__(self, data: torch.Tensor | memoryview) -> None:
         """Registers `data` with this process's data server.
 
         Args:
@@ -100,7 +101,7 @@ class RDMABuffer:
         self._handle = _rdma.register(data, ctx.actor_instance.name)
 
     @classmethod
-    def _from_handle(cls, handle: _rdma.BufferHandle) -> "RDMABuffer":
+    def _from_handle(cls, handle: _rdma.BufferHandle) -> RDMABuffer:
         buffer = cls.__new__(cls)
         buffer._handle = handle
         return buffer
@@ -122,7 +123,7 @@ class RDMABuffer:
         """The buffer's length in bytes."""
         return self._handle.size
 
-    def read_into(self, dst: "torch.Tensor | memoryview", *, timeout: int = 60) -> Future[None]:
+    def read_into(self, dst: torch.Tensor | memoryview, *, timeout: int = 60) -> Future[None]:
         """Reads the whole buffer into the start of `dst`.
 
         Args:
@@ -140,7 +141,7 @@ class RDMABuffer:
         """
         return _rdma.read_into(self._handle, dst, _validate_timeout(timeout))
 
-    def write_from(self, src: "torch.Tensor | memoryview", *, timeout: int = 60) -> Future[None]:
+    def write_from(self, src: torch.Tensor | memoryview, *, timeout: int = 60) -> Future[None]:
         """Writes all of `src` to the start of the buffer.
 
         Args:
@@ -172,22 +173,22 @@ class RDMAAction:
     def __init__(self) -> None:
         self._ops: list[tuple[str, RDMABuffer, Any]] = []
 
-    def read_remote(self, dst: "LocalMemory", src: RDMABuffer) -> "RDMAAction":
+    def read_remote(self, dst: LocalMemory, src: RDMABuffer) -> RDMAAction:
         """Queues a read of buffer `src` into local memory `dst`."""
         self._ops.append(("read", src, dst))
         return self
 
-    def write_remote(self, dst: RDMABuffer, src: "LocalMemory") -> "RDMAAction":
+    def write_remote(self, dst: RDMABuffer, src: LocalMemory) -> RDMAAction:
         """Queues a write of local memory `src` into buffer `dst`."""
         self._ops.append(("write", dst, src))
         return self
 
-    def fetch_add(self, src: RDMABuffer, dst: "LocalMemory", add: int) -> "RDMAAction":
+    def fetch_add(self, src: RDMABuffer, dst: LocalMemory, add: int) -> RDMAAction:
         """Not supported (as in Monarch 0.7)."""
         raise NotImplementedError("Not yet supported")
 
-    def compare_and_swap(self, src: RDMABuffer, dst: "LocalMemory", compare: int,
-                         swap: int) -> "RDMAAction":
+    def compare_and_swap(self, src: RDMABuffer, dst: LocalMemory, compare: int,
+                         swap: int) -> RDMAAction:
         """Not supported (as in Monarch 0.7)."""
         raise NotImplementedError("Not yet supported")
 
@@ -229,18 +230,28 @@ def _all(futures: list[Future[None]]) -> Future[None]:
         if error is not None:
             errors.append(error)
         remaining[0] -= 1
-        if remaining[0] == 0:
-            done.set_exception(errors[0]) if errors else done.set_result(None)
+        if remaining[0] == 0 and errors:
+            done.set_exception(errors[0])
+        elif remaining[0] == 0:
+            done.set_result(None)
 
     for future in futures:
-        future.add_done_callback(lambda f=future: one_done(f))
+        future.add_done_callback(functools.partial(one_done, future))
     if not futures:
         done.set_result(None)
     return done
 
 
 __all__ = [
-    "get_rdma_backend", "is_ibverbs_available", "is_rdma_available", "RDMABuffer", "RDMAAction",
-    "RDMAReadTransferWarning", "RDMATcpFallbackWarning", "RDMAWriteTransferWarning",
-    "RDMAError", "OwnerGoneError", "BufferDroppedError",
+    "BufferDroppedError",
+    "OwnerGoneError",
+    "RDMAAction",
+    "RDMABuffer",
+    "RDMAError",
+    "RDMAReadTransferWarning",
+    "RDMATcpFallbackWarning",
+    "RDMAWriteTransferWarning",
+    "get_rdma_backend",
+    "is_ibverbs_available",
+    "is_rdma_available",
 ]

@@ -13,12 +13,18 @@ from ._config import configure, reset
 from ._errors import BufferDroppedError, OwnerGoneError, RDMAError
 from ._handle import BufferHandle, ServerAddress
 from ._segments import leftovers, sweep_job
-from ._transfer import (TransferFuture, choose_path, drop, read_into, register, statistics,
-                        write_from)
+from ._transfer import (
+    TransferFuture,
+    choose_path,
+    drop,
+    read_into,
+    register,
+    statistics,
+    write_from,
+)
 
 __all__ = [
     "BufferDroppedError", "BufferHandle", "OwnerGoneError", "RDMAError", "ServerAddress",
-    "TransferFuture",
-    "choose_path", "configure", "drop", "leftovers", "read_into", "register", "reset",
-    "statistics", "sweep_job", "write_from",
+    "TransferFuture", "choose_path", "configure", "drop", "leftovers", "read_into", "register",
+    "reset", "statistics", "sweep_job", "write_from",
 ]

@@ -7,6 +7,7 @@ no (EPERM, ENOSYS) the caller falls back to the shared-memory ring.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -51,10 +52,8 @@ def usable() -> bool:
 
 def allow_readers() -> None:
     """Lets other processes of this user attach to this one under Yama ptrace scope 1."""
-    try:
+    with contextlib.suppress(Exception):  # best effort: without it, the ring path is used
         _lib().prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - best effort: without it, the ring path is used
-        pass
 
 
 def copy(pid: int, local: int, remote: int, nbytes: int, *, write: bool,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import mmap
 import socket
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 from ._memory import Memory, memmove
 from ._proto import Deadline, ProtocolError, recv_exact, recv_into_exact

@@ -16,7 +16,7 @@ from ._memory import Memory
 class Entry:
     """A registered buffer. `pins` and `memory` are guarded by the registry's lock."""
 
-    __slots__ = ("buffer_id", "memory", "pins", "dropped")
+    __slots__ = ("buffer_id", "dropped", "memory", "pins")
 
     def __init__(self, buffer_id: int, memory: Memory) -> None:
         self.buffer_id = buffer_id

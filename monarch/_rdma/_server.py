@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import dataclasses
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .. import telemetry
 from .._identity import ProcessIdentity
+from ..telemetry import process_recorder
 from . import _cma, _config, _pump, _segments
 from ._errors import BufferDroppedError
 from ._handle import ServerAddress
@@ -137,7 +139,7 @@ class DataServer:
     def _refuse(self, why: str) -> None:
         with self._lock:
             self._refused[why] += 1
-        metrics = telemetry.process_recorder().metrics
+        metrics = process_recorder().metrics
         metrics.declare(REFUSED_METRIC)
         metrics.inc((REFUSED_METRIC.name, why))
 
@@ -170,21 +172,28 @@ class _Session:
         try:
             while True:
                 self.sock.settimeout(None)  # idle between requests for as long as the peer likes
-                message = recv_msg(self.sock)
-                handler = self.handlers.get(message.get("op"))  # type: ignore[arg-type]
-                if handler is None:
-                    raise ProtocolError(f"unknown op {message.get('op')!r}")
-                try:
-                    handler(message)
-                except _Reject as reject:
-                    send_msg(self.sock, {"ok": False, "error": reject.kind,
-                                         "message": str(reject)})
-        except (EOFError, OSError, ProtocolError, KeyError, TypeError, ValueError):
+                self._handle(recv_msg(self.sock))
+        except (EOFError, OSError, ProtocolError):
             pass  # the peer left or broke the protocol: its connection ends
+        except Exception as exc:  # noqa: BLE001 - a bug here must not look like a dead owner
+            with contextlib.suppress(OSError):
+                send_msg(self.sock, {"ok": False, "error": "internal",
+                                     "message": f"the owner failed: {type(exc).__name__}: {exc}"})
         finally:
             self._release_pending()
             if self.ring is not None:
                 self.ring.close()
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        handler = self.handlers.get(message.get("op"))  # type: ignore[arg-type]
+        if handler is None:
+            raise ProtocolError(f"unknown op {message.get('op')!r}")
+        try:
+            handler(message)
+        except _Reject as reject:
+            send_msg(self.sock, {"ok": False, "error": reject.kind, "message": str(reject)})
+        except (KeyError, TypeError) as exc:
+            raise ProtocolError(f"malformed {message.get('op')} request: {exc!r}") from None
 
     # -- requests ----------------------------------------------------------------------------
     def read(self, message: dict[str, Any]) -> None:

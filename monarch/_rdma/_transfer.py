@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from .. import telemetry
 from .._future import Future
 from .._identity import current_process
+from ..telemetry import current_actor_tags, record_transfer
 from . import _client, _cma, _config
 from ._errors import OwnerGoneError
 from ._handle import BufferHandle
@@ -89,11 +90,16 @@ def _forget_after_fork() -> None:
 
 
 def server() -> DataServer:
-    """This process's data server, started on first use."""
+    """This process's data server, started on first use (and again for a new job: a script
+    may end its job and start another, with another secret and run directory)."""
     st = state()
+    identity = current_process()
     with st.lock:
+        if st.server is not None and st.server.identity is not identity:
+            st.server.close()
+            st.server = None
         if st.server is None:
-            st.server = DataServer(current_process())
+            st.server = DataServer(identity)
         return st.server
 
 
@@ -153,7 +159,7 @@ def drop(handle: BufferHandle) -> Future[None]:
 
 def _start(handle: BufferHandle, memory: Memory, nbytes: int, op: str,
            timeout: float) -> Future[None]:
-    mesh = telemetry.current_actor_tags().get("mesh")
+    mesh = current_actor_tags().get("mesh")
     future = TransferFuture()
     future.start(lambda: _settle(future, _run, handle, memory, nbytes, op, timeout, mesh),
                  timeout, state().workers)
@@ -186,8 +192,7 @@ def _run(handle: BufferHandle, memory: Memory, nbytes: int, op: str, timeout: fl
     me, owner = current_process().name, handle.server.owner
     src, dst = (owner, me) if op == "read" else (me, owner)
     staged = memory.device != "cpu" or handle.device != "cpu"
-    telemetry.record_transfer(nbytes, seconds, src, dst,
-                              f"{path}+cuda-staged" if staged else path, mesh)
+    record_transfer(nbytes, seconds, src, dst, f"{path}+cuda-staged" if staged else path, mesh)
 
 
 def choose_path(handle: BufferHandle) -> str:

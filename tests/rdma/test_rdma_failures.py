@@ -3,6 +3,7 @@ server, and what the job leaves in /dev/shm (nothing)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -65,10 +66,8 @@ def doomed(fault_log: Any) -> Any:
     """A fresh one-proc mesh (the tests kill it); failures go to the fault log."""
     procs = this_host().spawn_procs(per_host={"gpus": 1})
     yield procs.spawn("doomed", Doomed)
-    try:
+    with contextlib.suppress(Exception):  # it was killed on purpose
         procs.stop().get(timeout=30)
-    except Exception:  # noqa: BLE001 - it was killed on purpose
-        pass
 
 
 @pytest.mark.parametrize("op", ["read", "write"])
@@ -148,15 +147,34 @@ def test_strangers_are_refused_and_counted(doomed: Any) -> None:
     assert len(reply) == _proto.NONCE_BYTES + _proto.MAC_BYTES
     stats = doomed.statistics.call_one().get(timeout=30)
     assert stats["refused"] == {"garbage": 2, "unauthenticated": 1}
+    assert _refusals_in_store() == {"garbage": 2, "unauthenticated": 1}  # shipped as metrics
     dst = torch.empty(64 * MiB, dtype=torch.uint8)  # and it still serves the job
     buffer.read_into(dst).get(timeout=30)
     assert raw(dst[:64]) == content(64 * MiB, 1)[:64]
 
 
+def _refusals_in_store() -> dict[str, float]:
+    """The rdma_refused_connections series, once they reached the controller's store."""
+    from monarch._controller._job import current_job
+
+    job = current_job()
+    assert job is not None
+
+    def series(points: list[Any]) -> dict[str, float]:
+        return {p.labels["reason"]: p.value for p in points
+                if p.name == "rdma_refused_connections"}
+
+    with job.store.subscribe(kinds=["metric"]) as feed:  # before looking: nothing is missed
+        seen = series(job.store.metrics())
+        while sum(seen.values()) < 3:
+            seen.update(series(feed.wait(timeout=10)))
+        return seen
+
+
 def _run_job(mode: str) -> tuple[str, list[int], str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
     proc = subprocess.run([sys.executable, str(HERE / "shm_job.py"), mode], env=env,
-                          capture_output=True, text=True, timeout=100)
+                          capture_output=True, text=True, timeout=100, check=False)
     lines = proc.stdout.splitlines()
     job = next(line.split()[1] for line in lines if line.startswith("job "))
     pids = [int(p) for p in next(line for line in lines if line.startswith("pids ")).split()[1:]]

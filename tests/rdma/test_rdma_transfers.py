@@ -13,8 +13,13 @@ from rdma_kinds import KINDS, WRITABLE, content, digest, make, raw
 
 from monarch import _rdma
 from monarch.actor import Actor, ActorError, endpoint
-from monarch.rdma import (BufferDroppedError, RDMAAction, RDMABuffer, get_rdma_backend,
-                          is_ibverbs_available)
+from monarch.rdma import (
+    BufferDroppedError,
+    RDMAAction,
+    RDMABuffer,
+    get_rdma_backend,
+    is_ibverbs_available,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -208,24 +213,33 @@ def test_drop_then_read(owners: Any, path: str) -> None:
 
 
 def test_transfers_are_recorded(owners: Any) -> None:
+    """Each transfer is a TransferRecord (bytes, seconds, source, destination, path) and
+    bumps the transfer metrics, in the controller's store, whoever started it."""
     from monarch._controller._job import current_job
 
     job = current_job()
     assert job is not None
-    with job.store.subscribe(kinds=["transfer"]) as feed:
+    with job.store.subscribe(kinds=["transfer", "metric"]) as feed:
         buffer = owners.slice(gpus=0).make.call_one("tensor", MiB, seed=12).get(timeout=30)
         buffer.read_into(torch.empty(MiB, dtype=torch.uint8)).get(timeout=30)
         owners.slice(gpus=1).write.call_one(buffer, seed=13).get(timeout=30)
-        seen: list[Any] = []
-        while len(seen) < 2:
-            seen += [r for r in feed.wait(timeout=10) if r.nbytes == MiB]
+        transfers: list[Any] = []
+        metrics: set[tuple[str, str]] = set()
+        while len(transfers) < 2 or ("transfer_bytes", "cma") not in metrics:
+            for record in feed.wait(timeout=10):
+                if getattr(record, "nbytes", None) == MiB:
+                    transfers.append(record)
+                elif hasattr(record, "labels") and record.name.startswith("transfer"):
+                    metrics.add((record.name, record.labels.get("kind")))
     owner = buffer._handle.server.owner
-    read = next(r for r in seen if r.dst == "controller")
+    read = next(r for r in transfers if r.dst == "controller")
     assert (read.src, read.kind, read.seconds > 0) == (owner, "cma", True)
-    write = next(r for r in seen if r.dst == owner)
+    write = next(r for r in transfers if r.dst == owner)
     assert write.src.startswith("procs-") and write.mesh == "rdma_owners"
     links = job.store.transfers(window=60).links
     assert links[(owner, "controller")].nbytes >= MiB
+    assert ("transfers", "cma") in metrics or any(
+        p.name == "transfers" for p in job.store.metrics())
     buffer.drop().get(timeout=30)
 
 
