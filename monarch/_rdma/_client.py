@@ -21,6 +21,8 @@ from ._memory import Memory
 from ._proto import Deadline, client_handshake, recv_msg, send_msg
 
 _PEERCRED = struct.Struct("3i")
+MAX_IDLE = 4
+"""Idle connections kept per (server, transport); a burst of concurrent transfers opens more."""
 
 
 class Conn:
@@ -93,9 +95,14 @@ class Pool:
         return connect(server, transport, secret, deadline), False
 
     def give(self, conn: Conn) -> None:
-        """Returns a connection whose last transfer completed cleanly."""
+        """Returns a connection whose last transfer completed cleanly (closes it if enough
+        connections to its server are idle already)."""
         with self._lock:
-            self._idle.setdefault((conn.server.token, conn.transport), []).append(conn)
+            idle = self._idle.setdefault((conn.server.token, conn.transport), [])
+            if len(idle) < MAX_IDLE:
+                idle.append(conn)
+                return
+        conn.close()
 
     def forget(self, server: ServerAddress) -> None:
         """Closes the idle connections to a server (its owner is gone)."""
@@ -166,8 +173,11 @@ def _cma_transfer(conn: Conn, handle: BufferHandle, memory: Memory, nbytes: int,
 
 def _request(conn: Conn, handle: BufferHandle, nbytes: int, op: str, path: str,
              deadline: Deadline) -> dict[str, Any]:
+    left = deadline.left()
     send_msg(deadline.arm(conn.sock), {"op": op, "path": path, "id": handle.buffer_id,
-                                       "token": handle.server.token, "length": nbytes})
+                                       "token": handle.server.token, "length": nbytes,
+                                       "timeout": _config.DEFAULT_TIMEOUT_S if left is None
+                                       else left})
     return _reply(conn, handle, deadline)
 
 

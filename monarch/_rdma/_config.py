@@ -25,8 +25,8 @@ CMA_CHUNK_BYTES = 16 << 20
 """process_vm_readv/writev span per call; deadlines are checked between spans."""
 HANDSHAKE_TIMEOUT_S = 5.0
 """How long a data server waits for a new connection to prove the job secret."""
-SERVE_TIMEOUT_S = 120.0
-"""How long a data server waits on a peer in the middle of a transfer before giving up."""
+SERVE_GRACE_S = 5.0
+"""A data server gives a transfer the initiator's timeout plus this, then drops the peer."""
 DEFAULT_TIMEOUT_S = 60.0
 
 _overrides: dict[str, str] = {}

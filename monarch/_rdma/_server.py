@@ -207,8 +207,8 @@ class _Session:
                 return
             send_msg(self.sock, {"ok": True})
             _hook("granted")
-            _pump.send(self.sock, self._carrier(path), memory, nbytes, self._deadline(),
-                       on_chunk=_chunk_hook())
+            _pump.send(self.sock, self._carrier(path), memory, nbytes,
+                       self._deadline(message), on_chunk=_chunk_hook())
         finally:
             if entry is not None:
                 self.server.registry.unpin(entry)
@@ -223,8 +223,8 @@ class _Session:
                 return
             send_msg(self.sock, {"ok": True})
             _hook("granted")
-            _pump.receive(self.sock, self._carrier(path), memory, nbytes, self._deadline(),
-                          on_chunk=_chunk_hook())
+            _pump.receive(self.sock, self._carrier(path), memory, nbytes,
+                          self._deadline(message), on_chunk=_chunk_hook())
             memory.push()
             send_msg(self.sock, {"ok": True})
         finally:
@@ -312,8 +312,10 @@ class _Session:
             return self.ring
         return _pump.Stream(_config.TCP_CHUNK_BYTES, _config.TCP_WINDOW)
 
-    def _deadline(self) -> Deadline:
-        return Deadline(_config.SERVE_TIMEOUT_S, "serving a transfer")
+    def _deadline(self, message: dict[str, Any]) -> Deadline:
+        """The initiator's deadline, and a little more: it gives up first, and says so."""
+        timeout = float(message.get("timeout", _config.DEFAULT_TIMEOUT_S))
+        return Deadline(timeout + _config.SERVE_GRACE_S, "serving a transfer")
 
     def _release_pending(self) -> None:
         if self.pending is not None:
