@@ -19,7 +19,7 @@ from .._future import Future
 from .._identity import current_process
 from ..telemetry import current_actor_tags, record_transfer
 from . import _client, _cma, _config
-from ._errors import OwnerGoneError
+from ._errors import BufferDroppedError, OwnerGoneError
 from ._handle import BufferHandle
 from ._memory import Memory, as_memory, memmove
 from ._proto import Deadline
@@ -255,7 +255,10 @@ def _gone(handle: BufferHandle, op: str, exc: BaseException) -> OwnerGoneError:
 
 def _local(handle: BufferHandle, memory: Memory, nbytes: int, op: str) -> None:
     registry = server().registry
-    entry, owned = registry.pin(handle.buffer_id)
+    try:
+        entry, owned = registry.pin(handle.buffer_id)
+    except BufferDroppedError as exc:
+        raise BufferDroppedError(f"{handle.describe()}: {exc}") from None
     try:
         if op == "read":
             owned.pull()

@@ -3,6 +3,8 @@ controller as owner and reader, concurrent readers, wrong sizes, drops, telemetr
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 from collections.abc import Iterator
 from typing import Any
@@ -240,6 +242,33 @@ def test_transfers_are_recorded(owners: Any) -> None:
     assert links[(owner, "controller")].nbytes >= MiB
     assert ("transfers", "cma") in metrics or any(
         p.name == "transfers" for p in job.store.metrics())
+    buffer.drop().get(timeout=30)
+
+
+class _RefusingLibc:
+    """A libc whose cross-memory attach says EPERM, as under Yama or without ptrace rights."""
+
+    def _refuse(self, *args: Any) -> int:
+        ctypes.set_errno(errno.EPERM)
+        return -1
+
+    process_vm_readv = process_vm_writev = _refuse
+
+
+def test_cma_refused_falls_back_to_the_ring(owners: Any, monkeypatch: Any) -> None:
+    from monarch._rdma import _cma
+
+    monkeypatch.setattr(_cma, "_libc", _RefusingLibc())
+    monkeypatch.setattr(_cma, "_refused", False)
+    buffer = owners.slice(gpus=0).make.call_one("tensor", 3 * MiB, seed=17).get(timeout=30)
+    assert _rdma.choose_path(buffer._handle) == "cma"
+    dst = bytearray(3 * MiB)
+    buffer.read_into(dst).get(timeout=30)
+    assert dst == content(3 * MiB, 17)
+    assert not _cma.usable() and _rdma.choose_path(buffer._handle) == "shm"
+    buffer.write_from(make("bytearray", 3 * MiB, seed=18)).get(timeout=30)
+    assert owners.slice(gpus=0).digest.call_one(buffer).get(timeout=30) == digest(
+        make("bytearray", 3 * MiB, seed=18))
     buffer.drop().get(timeout=30)
 
 
