@@ -245,6 +245,27 @@ def test_transfers_are_recorded(owners: Any) -> None:
     buffer.drop().get(timeout=30)
 
 
+def test_prometheus_shows_transfer_bytes(owners: Any) -> None:
+    from monarch.telemetry import StoreCollector
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from monarch._controller._job import current_job
+
+    job = current_job()
+    assert job is not None
+    with job.store.subscribe(kinds=["metric"]) as feed:
+        buffer = RDMABuffer(bytearray(MiB))
+        owners.slice(gpus=0).read.call_one(buffer).get(timeout=30)  # a proc's transfer
+        # the controller moved nothing meanwhile: this series is the proc's, shipped
+        while not any(p.name == "transfer_bytes" for p in feed.wait(timeout=10)):
+            pass
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(job.store))  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    assert 'monarch_transfer_bytes_total{kind="cma"}' in text
+    buffer.drop().get(timeout=30)
+
+
 class _RefusingLibc:
     """A libc whose cross-memory attach says EPERM, as under Yama or without ptrace rights."""
 
