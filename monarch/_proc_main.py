@@ -32,7 +32,8 @@ def run(config: dict[str, Any]) -> int:
     _adopt_environment(config)
     identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
                                run_dir=Path(config["run_dir"]), name=config["proc"],
-                               hostname=config["hostname"])
+                               hostname=config["hostname"],
+                               bind_host=_bind_host(config["address"]))
     set_current_process(identity)
     runtime = ProcessRuntime(identity, config["address"])
     _process.set_current(runtime)
@@ -99,6 +100,13 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
         runtime.call_soon(runtime.close)
 
     threading.Thread(target=stop_all, name="monarch-stop", daemon=True).start()
+
+
+def _bind_host(address: str) -> str:
+    """Where this proc's other tcp listeners (the data plane's) bind: its inbox's host."""
+    if not address.startswith("tcp://"):
+        return "127.0.0.1"
+    return address.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
 
 
 def _adopt_environment(config: dict[str, Any]) -> None:

@@ -27,8 +27,8 @@ from .._host._agent import HostAgent
 from .._host_mesh import local_host_mesh
 from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
-from .._rdma._segments import sweep_job as sweep_rdma_segments
 from .._process import ProcessRuntime
+from .._rdma._segments import sweep_job as sweep_rdma_segments
 from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry

@@ -56,7 +56,7 @@ def connect(server: ServerAddress, transport: str, secret: bytes, deadline: Dead
     try:
         if transport == "unix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            deadline.arm(sock).connect(server.unix_path)
+            deadline.arm(sock).connect(server.unix_name)
         else:
             sock = socket.create_connection((server.tcp_host, server.tcp_port),
                                             timeout=deadline.left())

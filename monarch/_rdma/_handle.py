@@ -15,7 +15,8 @@ class ServerAddress:
         pid: its pid (as seen on its host).
         hostname: its host, for messages.
         boot_id: its host's kernel boot id: equal boot ids mean the same machine.
-        unix_path: the server's unix socket (same-host paths).
+        netns: its network namespace (inode): with the boot id, who can reach `unix_name`.
+        unix_name: the server's abstract unix socket (same-host paths).
         tcp_host: the address its TCP listener is bound to.
         tcp_port: that listener's port.
         token: random per server start, so a restarted owner's ids never match old handles.
@@ -25,7 +26,8 @@ class ServerAddress:
     pid: int
     hostname: str
     boot_id: str
-    unix_path: str
+    netns: int
+    unix_name: str
     tcp_host: str
     tcp_port: int
     token: bytes

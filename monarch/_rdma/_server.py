@@ -1,8 +1,8 @@
 """The per-process data server: serves this process's buffers to authenticated peers.
 
-Started on the first RDMABuffer a process makes. It listens on a unix socket in the job's run
-directory (same-host peers) and on TCP at the process's bind address (other hosts, or any peer
-when forced), apart from the control sockets. A peer must prove the job secret first
+Started on the first RDMABuffer a process makes. It listens on an abstract unix socket (same-host
+peers; no file, so nothing is left behind even by a SIGKILL) and on TCP at the process's bind
+address (other hosts, or any peer when forced), apart from the control sockets. A peer must prove the job secret first
 (`_proto`); refusals are counted, never answered. Each connection gets a thread that serves
 its requests one at a time:
 
@@ -75,12 +75,15 @@ class DataServer:
         self._lock = threading.Lock()
         self._refused: collections.Counter[str] = collections.Counter()
         self._connections = 0
-        self._unix_path = Path(identity.run_dir) / f"rdma-{os.getpid()}.sock"
-        self._unix = _unix_listener(self._unix_path)
+        token = os.urandom(8)
+        unix_name = f"\0monarch-rdma/{identity.job_id}/{os.getpid()}/{token.hex()}"
+        self._unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._unix.bind(unix_name)
+        self._unix.listen(64)
         self._tcp = socket.create_server((identity.bind_host, 0), backlog=64)
         self.address = ServerAddress(
-            identity.name, os.getpid(), identity.hostname, boot_id(), str(self._unix_path),
-            identity.bind_host, self._tcp.getsockname()[1], os.urandom(8))
+            identity.name, os.getpid(), identity.hostname, boot_id(), netns(), unix_name,
+            _advertised(identity), self._tcp.getsockname()[1], token)
         _cma.allow_readers()
         _segments.sweep_dead()
         for listener, transport in ((self._unix, "unix"), (self._tcp, "tcp")):
@@ -89,17 +92,11 @@ class DataServer:
         atexit.register(self.close)
 
     def close(self) -> None:
-        """Stops listening and removes the unix socket (open transfers end with their peers)."""
+        """Stops listening (open transfers end with their peers)."""
         for listener in (self._unix, self._tcp):
-            try:
+            with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             listener.close()
-        try:
-            self._unix_path.unlink()
-        except OSError:
-            pass
 
     def statistics(self) -> ServerStatistics:
         """A snapshot of the server's counters."""
@@ -335,19 +332,11 @@ def _chunk_hook() -> Callable[[int], None] | None:
     return None if hook is None else (lambda index: hook("chunk"))
 
 
-def _unix_listener(path: Path) -> socket.socket:
-    try:
-        path.unlink()  # a stale socket of a dead process that had our pid
-    except FileNotFoundError:
-        pass
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
-    try:
-        listener.bind(str(path))
-    finally:
-        os.umask(old)
-    listener.listen(64)
-    return listener
+def _advertised(identity: ProcessIdentity) -> str:
+    """The address peers dial for the TCP listener (a wildcard bind is reached by name)."""
+    if identity.bind_host in ("", "0.0.0.0", "::"):
+        return identity.hostname
+    return identity.bind_host
 
 
 _boot_id: str | None = None
@@ -362,3 +351,11 @@ def boot_id() -> str:
         except OSError:
             _boot_id = socket.gethostname()
     return _boot_id
+
+
+def netns() -> int:
+    """This process's network namespace (0 where the kernel does not tell)."""
+    try:
+        return os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return 0

@@ -23,7 +23,7 @@ from ._errors import BufferDroppedError, OwnerGoneError
 from ._handle import BufferHandle
 from ._memory import Memory, as_memory, memmove
 from ._proto import Deadline
-from ._server import DataServer, ServerStatistics, boot_id
+from ._server import DataServer, ServerStatistics, boot_id, netns
 from ._threads import Workers
 
 
@@ -203,7 +203,7 @@ def choose_path(handle: BufferHandle) -> str:
     srv = state().server
     if srv is not None and srv.address.token == handle.server.token:
         return "local"
-    if handle.server.boot_id == boot_id() and os.path.exists(handle.server.unix_path):
+    if handle.server.boot_id == boot_id() and handle.server.netns == netns():
         return "shm" if knob == "shm" or not _cma.usable() else "cma"
     return "tcp"
 

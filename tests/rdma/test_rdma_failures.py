@@ -121,7 +121,7 @@ def _stranger(address: Any, transport: str, payload: bytes) -> bytes:
     """Connects to a data server, sends `payload`, returns what came back before it hung up."""
     if transport == "unix":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(address.unix_path)
+        sock.connect(address.unix_name)
     else:
         sock = socket.create_connection((address.tcp_host, address.tcp_port))
     with sock:
