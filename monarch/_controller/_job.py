@@ -100,7 +100,7 @@ class Job:
                                   view=view, host_mesh=self.host_mesh)
         self.singletons: dict[str, Any] = {}
         self.log_options: dict[str, Any] = {}
-        self._preloaded = False
+        self._preloaded: set[str] = set()
         self._shut = False
         self._install()
         set_root(Context(Instance(
@@ -265,11 +265,11 @@ class Job:
                 "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
 
     def _maybe_preload(self) -> None:
-        if self._preloaded:
-            return
-        self._preloaded = True
-        heavy: list[str] = [m for m in ("numpy", "torch") if m in sys.modules]
+        """Has the zygote import heavy modules this script uses, so later procs start with
+        them (a proc importing torch itself takes seconds)."""
+        heavy = [m for m in ("numpy", "torch") if m in sys.modules and m not in self._preloaded]
         if heavy:
+            self._preloaded.update(heavy)
             self.agent.preload(heavy)
 
     def stop_procs(self, procs: str, ranks: list[int]) -> Future[None]:
