@@ -48,8 +48,16 @@ class Extent:
         sizes = tuple(unsigned(size, "sizes") for size in _sequence(sizes, "sizes"))
         if len(labels) != len(sizes):
             raise ValueError(f"label/sizes dimension mismatch: {len(labels)} != {len(sizes)}")
-        object.__setattr__(self, "_labels", labels)
-        object.__setattr__(self, "_sizes", sizes)
+        _set(self, "_labels", labels)
+        _set(self, "_sizes", sizes)
+
+    @classmethod
+    def _trusted(cls, labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
+        # For labels and sizes already checked (a View's): the runtime builds one per call.
+        extent = object.__new__(cls)
+        _set(extent, "_labels", labels)
+        _set(extent, "_sizes", sizes)
+        return extent
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"attribute {name!r} of 'Extent' objects is not writable")
@@ -126,9 +134,9 @@ class Point(Mapping[str, int]):
         if rank >= extent.nelements:
             raise ValueError(f"out of range: total ranks {extent.nelements}; "
                              f"does not contain rank {rank}")
-        object.__setattr__(self, "rank", rank)
-        object.__setattr__(self, "extent", extent)
-        object.__setattr__(self, "_coords", unravel(rank, extent._sizes))
+        _set(self, "rank", rank)
+        _set(self, "extent", extent)
+        _set(self, "_coords", unravel(rank, extent._sizes))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"attribute {name!r} of 'Point' objects is not writable")
@@ -168,6 +176,9 @@ class Point(Mapping[str, int]):
 
     def __reduce__(self) -> Any:
         return Point, (self.rank, self.extent)
+
+
+_set = object.__setattr__  # how the immutable classes here fill their slots
 
 
 def unsigned(value: Any, argument: str) -> int:

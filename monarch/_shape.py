@@ -49,7 +49,7 @@ class View:
     @property
     def extent(self) -> Extent:
         """Labels and sizes."""
-        return Extent(self.labels, self.sizes)
+        return Extent._trusted(self.labels, self.sizes)
 
     def coords(self, index: int) -> tuple[int, ...]:
         """The coordinates of the `index`-th point (row-major)."""
