@@ -267,7 +267,8 @@ class Job:
     def _maybe_preload(self) -> None:
         """Has the zygote import heavy modules this script uses, so later procs start with
         them (a proc importing torch itself takes seconds)."""
-        heavy = [m for m in ("numpy", "torch") if m in sys.modules and m not in self._preloaded]
+        heavy: list[str] = [m for m in ("numpy", "torch")
+                            if m in sys.modules and m not in self._preloaded]
         if heavy:
             self._preloaded.update(heavy)
             self.agent.preload(heavy)
