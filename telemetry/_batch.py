@@ -8,7 +8,15 @@ Wire form (a msgpack-friendly list)::
      logs,              # [LogRecord.to_wire(), ...]   (tags already include the resource)
      metrics,           # [MetricPoint.to_wire(), ...]
      transfers,         # [TransferRecord.to_wire(), ...]
-     failures]          # [FailureRecord.to_wire(), ...]
+     failures,          # [FailureRecord.to_wire(), ...]
+     sites,             # [[name, attributes, value_key], ...]: what site spans share
+     site_spans]        # [[site index, trace_id, span_id, parent_span_id, start_ns, end_ns,
+                        #   outcome, value], ...]: spans in compact form (see _sites.py)
+
+A site span is the `SpanRecord` named after its site, with the site's attributes plus
+``{value_key: value}`` (if value_key is not None), from the batch's process. The last two
+items may be missing (a batch of spans in full form only); readers ignore trailing items they
+do not know, so a newer sender may append more.
 
 `encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
 either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.
@@ -20,6 +28,7 @@ import dataclasses
 from typing import Any
 
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
+from ._sites import check_site_spans, site_span_record
 
 BATCH_VERSION = 1
 _KINDS = (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)
@@ -57,7 +66,27 @@ def encode_batch(wire: list[Any]) -> bytes:
 
 
 def decode_batch(data: bytes | list[Any]) -> Batch:
-    """Decodes msgpack bytes or a wire list into a `Batch`.
+    """Decodes msgpack bytes or a wire list into a `Batch` (site spans become `SpanRecord`s).
+
+    Raises:
+        BatchError: ``data`` is not a batch of a version this code reads.
+    """
+    wire = unpack_batch(data)
+    invalid = 0
+    columns: list[list[Any]] = []
+    for cls, entries in zip(_KINDS, wire[2:7]):
+        records, bad = decode_entries(cls, entries)
+        columns.append(records)
+        invalid += bad
+    spans, logs, metrics, transfers, failures = columns
+    resource = dict(wire[1])
+    stored, bad = check_site_spans(wire, source_of(resource))
+    spans += [site_span_record(entry) for entry in stored]
+    return Batch(resource, spans, logs, metrics, transfers, failures, invalid + bad)
+
+
+def unpack_batch(data: bytes | bytearray | memoryview | list[Any]) -> list[Any]:
+    """Returns the wire list of a batch given as msgpack bytes or as a wire list.
 
     Raises:
         BatchError: ``data`` is not a batch of a version this code reads.
@@ -67,14 +96,12 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
         raise BatchError(f"not a telemetry batch of version {BATCH_VERSION}")
     if not isinstance(wire[1], dict):
         raise BatchError("batch resource is not a map")
-    invalid = 0
-    columns: list[list[Any]] = []
-    for cls, entries in zip(_KINDS, wire[2:7]):
-        records, bad = _decode_all(cls, entries)
-        columns.append(records)
-        invalid += bad
-    spans, logs, metrics, transfers, failures = columns
-    return Batch(dict(wire[1]), spans, logs, metrics, transfers, failures, invalid)
+    return list(wire)
+
+
+def source_of(resource: dict[str, Any]) -> str:
+    """A process's name in records: its ``proc`` tag, else ``pid-<pid>``."""
+    return str(resource.get("proc") or f"pid-{resource.get('pid')}")
 
 
 def _unpack(data: bytes | bytearray | memoryview) -> Any:
@@ -86,7 +113,8 @@ def _unpack(data: bytes | bytearray | memoryview) -> Any:
         raise BatchError(f"undecodable telemetry batch: {exc}") from None
 
 
-def _decode_all(cls: Any, entries: Any) -> tuple[list[Any], int]:
+def decode_entries(cls: Any, entries: Any) -> tuple[list[Any], int]:
+    """Returns (records, number of entries that could not be read) of one column."""
     if not isinstance(entries, (list, tuple)):
         return [], 1
     records, bad = [], 0

@@ -17,11 +17,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
-from ._batch import Batch, BatchError, decode_batch
+from ._batch import _KINDS, Batch, BatchError, decode_entries, source_of, unpack_batch
 from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
+from ._sites import check_site_spans, site_span_record
 from ._subscribe import ALL_KINDS, Subscription
 
 _LogKey = tuple[int, str, int, int]
+_Span = SpanRecord | list[Any]
+"""A stored span: a record, or a site span as `check_site_spans` reads it (a record is made
+from it when it is queried: most spans are never looked at)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,8 +58,8 @@ class Store:
         self._max_logs, self._max_spans, self._max_series = max_logs, max_spans, max_series
         self._log_keys: list[_LogKey] = []  # sorted; parallel to _logs
         self._logs: list[LogRecord] = []
-        self._spans: deque[SpanRecord] = deque()
-        self._by_trace: dict[bytes, list[SpanRecord]] = {}
+        self._spans: deque[_Span] = deque()
+        self._by_trace: dict[bytes, list[_Span]] = {}
         self._metrics: dict[tuple[Any, ...], MetricPoint] = {}
         self._transfers: deque[TransferRecord] = deque(maxlen=max_transfers)
         self._failures: deque[FailureRecord] = deque(maxlen=max_failures)
@@ -69,21 +73,38 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def ingest(self, batch: bytes | list[Any] | Batch) -> Batch | None:
-        """Adds a drained batch (bytes, wire list or decoded). Returns it decoded, or None when
-        it was not a batch (counted in `statistics`, never raised)."""
+    def ingest(self, batch: bytes | list[Any] | Batch) -> int | None:
+        """Adds a drained batch (bytes, wire list or decoded).
+
+        Returns:
+            How many records it added, or None when it was not a batch (counted in
+            `statistics`, never raised). Entries that cannot be read are skipped and counted.
+        """
+        if isinstance(batch, Batch):
+            self._ingest(batch.resource, batch.records(), [], batch.invalid)
+            return len(batch.records())
         try:
-            decoded = batch if isinstance(batch, Batch) else decode_batch(batch)
+            wire = unpack_batch(batch)
         except BatchError:
             with self._lock:
                 self._invalid += 1
             return None
+        resource = dict(wire[1])
+        site_spans, invalid = check_site_spans(wire, source_of(resource))
+        records: list[Any] = []
+        for cls, entries in zip(_KINDS, wire[2:7]):
+            found, bad = decode_entries(cls, entries)
+            records += found
+            invalid += bad
+        self._ingest(resource, records, site_spans, invalid)
+        return len(records) + len(site_spans)
+
+    def _ingest(self, resource: dict[str, Any], records: list[Any], site_spans: list[Any],
+                invalid: int) -> None:
         with self._lock:
-            self._invalid += decoded.invalid
-            source = str(decoded.resource.get("proc") or f"pid-{decoded.resource.get('pid')}")
-            self._resources[source] = decoded.resource
-            self._add_all(decoded.records(), decoded.resource.get("pid"))
-        return decoded
+            self._invalid += invalid
+            self._resources[source_of(resource)] = resource
+            self._add_all(records, resource.get("pid"), site_spans)
 
     def add(self, record: Record) -> None:
         """Adds one record made in the controller (a failure it detected, its own logs...)."""
@@ -141,13 +162,21 @@ class Store:
         (optionally only those with attribute ``mesh``, or this ``name``), oldest first."""
         with self._lock:
             if trace_id is not None:
-                chosen = sorted(self._by_trace.get(trace_id, ()), key=lambda s: s.start_ns)
-                return chosen[:limit]
-            chosen = [s for s in reversed(self._spans)
-                      if (mesh is None or s.attributes.get("mesh") == mesh)
-                      and (name is None or s.name == name)][:limit]
-        chosen.reverse()
-        return chosen
+                found = list(self._by_trace.get(trace_id, ()))
+            else:
+                found = []
+                for span in reversed(self._spans):
+                    if len(found) >= limit:
+                        break
+                    if ((mesh is None or _attribute(span, "mesh") == mesh)
+                            and (name is None or _name(span) == name)):
+                        found.append(span)
+                found.reverse()
+        records = [_record(span) for span in found]
+        if trace_id is not None:
+            records.sort(key=lambda s: s.start_ns)
+            del records[limit:]
+        return records
 
     def metrics(self, by_process: bool = False) -> list[MetricPoint]:
         """Returns the current value of every series: aggregated over processes (see
@@ -215,11 +244,21 @@ class Store:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_all(self, records: list[Any], pid: Any) -> None:
+    def _add_all(self, records: list[Any], pid: Any, site_spans: list[Any] = ()) -> None:  # type: ignore[assignment]
         for record in records:
             kind = record.KIND
             self._ingested[kind] += 1
             getattr(self, "_add_" + kind)(record, pid)
+        if site_spans:
+            self._ingested["span"] += len(site_spans)
+            for span in site_spans:
+                self._add_span(span, pid)
+        if self._subscriptions:
+            self._offer(records, site_spans)
+
+    def _offer(self, records: list[Any], site_spans: list[Any]) -> None:
+        if site_spans and any("span" in s.kinds for s in self._subscriptions):
+            records = records + [site_span_record(span) for span in site_spans]
         for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
             wanted = [r for r in records if r.KIND in subscription.kinds]
             if wanted:
@@ -237,15 +276,20 @@ class Store:
             del self._log_keys[:excess], self._logs[:excess]
             self._evicted["log"] += excess
 
-    def _add_span(self, record: SpanRecord, pid: Any) -> None:
-        self._spans.append(record)
-        self._by_trace.setdefault(record.trace_id, []).append(record)
+    def _add_span(self, span: _Span, pid: Any) -> None:
+        self._spans.append(span)
+        trace_id = _trace_id(span)
+        siblings = self._by_trace.get(trace_id)
+        if siblings is None:
+            self._by_trace[trace_id] = [span]
+        else:
+            siblings.append(span)
         if len(self._spans) > self._max_spans:
             old = self._spans.popleft()
-            siblings = self._by_trace[old.trace_id]
+            siblings = self._by_trace[_trace_id(old)]
             siblings.remove(old)
             if not siblings:
-                del self._by_trace[old.trace_id]
+                del self._by_trace[_trace_id(old)]
             self._evicted["span"] += 1
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
@@ -264,6 +308,25 @@ class Store:
         if len(self._failures) == self._failures.maxlen:
             self._evicted["failure"] += 1
         self._failures.append(record)
+
+
+def _record(span: _Span) -> SpanRecord:
+    return span if type(span) is SpanRecord else site_span_record(span)  # type: ignore[arg-type]
+
+
+def _trace_id(span: _Span) -> bytes:
+    return span.trace_id if type(span) is SpanRecord else span[1]  # type: ignore[union-attr,index]
+
+
+def _name(span: _Span) -> str:
+    return span.name if type(span) is SpanRecord else span[0][0]  # type: ignore[union-attr,index]
+
+
+def _attribute(span: _Span, key: str) -> Any:
+    if type(span) is SpanRecord:
+        return span.attributes.get(key)
+    _, attributes, value_key, _ = span[0]  # type: ignore[index]
+    return span[7] if key == value_key else attributes.get(key)  # type: ignore[index]
 
 
 def _int(value: Any) -> int:
