@@ -103,10 +103,10 @@ class MetricsTable:
         """Counts invocations of ``method`` on ``mesh`` at once: ``messages_handled``,
         ``handler_latency_seconds`` (one observation per duration) and ``message_bytes``
         received."""
-        bounds_ns = self._latency_bounds_ns
-        buckets = [0] * (len(bounds_ns) + 1)
-        for duration in durations_ns:
-            buckets[bisect.bisect_left(bounds_ns, duration)] += 1
+        ordered = sorted(durations_ns)
+        below = [bisect.bisect_right(ordered, bound) for bound in self._latency_bounds_ns]
+        below.append(len(ordered))
+        buckets = [b - a for a, b in zip([0, *below], below)]  # bucket i: (bound i-1, bound i]
         latency_key = ("handler_latency_seconds", mesh, method)
         handled_key = ("messages_handled", mesh, method)
         with self._lock:

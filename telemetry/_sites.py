@@ -89,29 +89,29 @@ def drain_site_spans(queue: deque[Any], n: int,
                      metrics: MetricsTable) -> tuple[list[Any], list[Any]]:
     """Takes up to ``n`` ended site spans; returns (sites, spans) in batch wire form and adds
     the invocation metrics of the spans taken to ``metrics``."""
-    index: dict[SpanSite, int] = {}
-    sites: list[Any] = []
+    index: dict[SpanSite, tuple[int, list[int] | None]] = {}
+    sites: list[SpanSite] = []
     spans: list[Any] = []
-    counted: dict[SpanSite, list[int]] = {}
     pop, append = queue.popleft, spans.append
     for _ in range(min(n, len(queue))):
         try:
             (site, trace_id, span_id, parent, start, value, _), end, outcome = pop()
         except IndexError:  # another drainer got there first
             break
-        i = index.get(site)
-        if i is None:
-            i = index[site] = len(sites)
-            sites.append(site.to_wire())
-            if site.counted is not None:
-                counted[site] = []
+        known = index.get(site)
+        if known is None:
+            known = index[site] = (len(sites), None if site.counted is None else [])
+            sites.append(site)
+        i, counted = known
         append([i, trace_id, span_id, parent, start, end, outcome, value])
-        if site.counted is not None:
-            counted[site] += (end - start, value or 0)
-    for site, pairs in counted.items():
-        mesh, method = site.counted  # type: ignore[misc]
-        metrics.add_invocations(mesh, method, pairs[::2], sum(pairs[1::2]))
-    return sites, spans
+        if counted is not None:
+            counted += (end - start, value or 0)
+    for site in sites:
+        counted = index[site][1]
+        if counted:
+            mesh, method = site.counted  # type: ignore[misc]
+            metrics.add_invocations(mesh, method, counted[::2], sum(counted[1::2]))
+    return [site.to_wire() for site in sites], spans
 
 
 def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> None:
@@ -126,8 +126,14 @@ StoredSite = tuple[str, dict[str, Any], "str | None", str]
 """A site as the controller keeps it: (name, attributes, value_key, source process)."""
 
 
-def check_site_spans(wire: list[Any], source: str) -> tuple[list[list[Any]], int]:
+def check_site_spans(wire: list[Any], source: str,
+                     owned: bool = False) -> tuple[list[list[Any]], int]:
     """Reads the site spans of a batch wire list (sent by ``source``).
+
+    Args:
+        wire: the batch.
+        source: the process that sent it.
+        owned: the caller owns ``wire`` (it just decoded it): its span entries may be reused.
 
     Returns:
         (spans, invalid): each readable span as ``[StoredSite, trace_id, span_id,
@@ -145,7 +151,11 @@ def check_site_spans(wire: list[Any], source: str) -> tuple[list[list[Any]], int
     append = spans.append
     for entry in entries:
         try:
-            i, trace_id, span_id, parent, start, end, outcome, value = entry[:8]
+            if len(entry) != 8:  # a newer sender may append fields
+                entry = list(entry[:8])
+            elif not owned or type(entry) is not list:
+                entry = list(entry)
+            i, trace_id, span_id, parent, start, end, outcome, _ = entry
             site = sites[i] if type(i) is int and i >= 0 else None
         except (TypeError, ValueError, IndexError, KeyError):
             bad += 1
@@ -153,7 +163,8 @@ def check_site_spans(wire: list[Any], source: str) -> tuple[list[list[Any]], int
         if (site is not None and type(trace_id) is bytes and type(span_id) is bytes
                 and (parent is None or type(parent) is bytes) and type(start) is int
                 and type(end) is int and type(outcome) is str):
-            append([site, trace_id, span_id, parent, start, end, outcome, value])
+            entry[0] = site
+            append(entry)
         else:
             bad += 1
     return spans, bad

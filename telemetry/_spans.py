@@ -161,7 +161,11 @@ def end_invocation(invocation: Invocation, outcome: str = "ok") -> None:
         invocation: from `begin_invocation`; end it once.
         outcome: ``ok``, ``error``, ``cancelled``, ...
     """
-    _recorder._process.add_site_span((invocation, _time_ns(), outcome))
+    recorder = _recorder._process
+    if len(recorder._site_spans) < recorder._max_spans:  # add_site_span, inlined: hot path
+        recorder._site_spans.append((invocation, _time_ns(), outcome))
+    else:
+        recorder.add_site_span((invocation, _time_ns(), outcome))
     try:
         _trace_var.reset(invocation[6])
     except ValueError:  # ended in another context (thread/task): nothing to restore here

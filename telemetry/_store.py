@@ -13,13 +13,14 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import _KINDS, Batch, BatchError, decode_entries, source_of, unpack_batch
 from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
 from ._sites import check_site_spans, site_span_record
+from ._spanlog import SpanLog
 from ._subscribe import ALL_KINDS, Subscription
 
 _LogKey = tuple[int, str, int, int]
@@ -55,11 +56,10 @@ class Store:
                  max_transfers: int = 50_000, max_failures: int = 10_000,
                  max_series: int = 50_000) -> None:
         self._lock = threading.RLock()
-        self._max_logs, self._max_spans, self._max_series = max_logs, max_spans, max_series
+        self._max_logs, self._max_series = max_logs, max_series
         self._log_keys: list[_LogKey] = []  # sorted; parallel to _logs
         self._logs: list[LogRecord] = []
-        self._spans: deque[_Span] = deque()
-        self._by_trace: dict[bytes, list[_Span]] = {}
+        self._spans = SpanLog(max_spans)
         self._metrics: dict[tuple[Any, ...], MetricPoint] = {}
         self._transfers: deque[TransferRecord] = deque(maxlen=max_transfers)
         self._failures: deque[FailureRecord] = deque(maxlen=max_failures)
@@ -90,7 +90,8 @@ class Store:
                 self._invalid += 1
             return None
         resource = dict(wire[1])
-        site_spans, invalid = check_site_spans(wire, source_of(resource))
+        owned = isinstance(batch, (bytes, bytearray, memoryview))  # wire is our own copy
+        site_spans, invalid = check_site_spans(wire, source_of(resource), owned)
         records: list[Any] = []
         for cls, entries in zip(_KINDS, wire[2:7]):
             found, bad = decode_entries(cls, entries)
@@ -160,17 +161,15 @@ class Store:
               name: str | None = None, limit: int = 1000) -> list[SpanRecord]:
         """Returns spans: all of one trace (by start time), else the newest ``limit`` ones
         (optionally only those with attribute ``mesh``, or this ``name``), oldest first."""
+        def keep(span: _Span) -> bool:
+            return ((mesh is None or _attribute(span, "mesh") == mesh)
+                    and (name is None or _name(span) == name))
+
         with self._lock:
             if trace_id is not None:
-                found = list(self._by_trace.get(trace_id, ()))
+                found = self._spans.trace(trace_id)
             else:
-                found = []
-                for span in reversed(self._spans):
-                    if len(found) >= limit:
-                        break
-                    if ((mesh is None or _attribute(span, "mesh") == mesh)
-                            and (name is None or _name(span) == name)):
-                        found.append(span)
+                found = self._spans.newest(keep, limit)
                 found.reverse()
         records = [_record(span) for span in found]
         if trace_id is not None:
@@ -244,19 +243,23 @@ class Store:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_all(self, records: list[Any], pid: Any, site_spans: list[Any] = ()) -> None:  # type: ignore[assignment]
+    def _add_all(self, records: list[Any], pid: Any, site_spans: Sequence[Any] = ()) -> None:
+        spans: list[_Span] = []
         for record in records:
             kind = record.KIND
             self._ingested[kind] += 1
-            getattr(self, "_add_" + kind)(record, pid)
+            if kind == "span":
+                spans.append(record)
+            else:
+                getattr(self, "_add_" + kind)(record, pid)
         if site_spans:
             self._ingested["span"] += len(site_spans)
-            for span in site_spans:
-                self._add_span(span, pid)
+            spans += site_spans
+        self._evicted["span"] += self._spans.add(spans)
         if self._subscriptions:
             self._offer(records, site_spans)
 
-    def _offer(self, records: list[Any], site_spans: list[Any]) -> None:
+    def _offer(self, records: list[Any], site_spans: Sequence[Any]) -> None:
         if site_spans and any("span" in s.kinds for s in self._subscriptions):
             records = records + [site_span_record(span) for span in site_spans]
         for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
@@ -275,22 +278,6 @@ class Store:
             excess = max(excess, self._max_logs // 64)
             del self._log_keys[:excess], self._logs[:excess]
             self._evicted["log"] += excess
-
-    def _add_span(self, span: _Span, pid: Any) -> None:
-        self._spans.append(span)
-        trace_id = _trace_id(span)
-        siblings = self._by_trace.get(trace_id)
-        if siblings is None:
-            self._by_trace[trace_id] = [span]
-        else:
-            siblings.append(span)
-        if len(self._spans) > self._max_spans:
-            old = self._spans.popleft()
-            siblings = self._by_trace[_trace_id(old)]
-            siblings.remove(old)
-            if not siblings:
-                del self._by_trace[_trace_id(old)]
-            self._evicted["span"] += 1
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
         key = (point.source, pid, point.name, tuple(sorted(point.labels.items())))
@@ -312,10 +299,6 @@ class Store:
 
 def _record(span: _Span) -> SpanRecord:
     return span if type(span) is SpanRecord else site_span_record(span)  # type: ignore[arg-type]
-
-
-def _trace_id(span: _Span) -> bytes:
-    return span.trace_id if type(span) is SpanRecord else span[1]  # type: ignore[union-attr,index]
 
 
 def _name(span: _Span) -> str:
