@@ -72,13 +72,7 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
         BatchError: ``data`` is not a batch of a version this code reads.
     """
     wire = unpack_batch(data)
-    invalid = 0
-    columns: list[list[Any]] = []
-    for cls, entries in zip(_KINDS, wire[2:7]):
-        records, bad = decode_entries(cls, entries)
-        columns.append(records)
-        invalid += bad
-    spans, logs, metrics, transfers, failures = columns
+    (spans, logs, metrics, transfers, failures), invalid = decode_columns(wire)
     resource = dict(wire[1])
     stored, bad = check_site_spans(wire, source_of(resource))
     spans += [site_span_record(entry) for entry in stored]
@@ -113,8 +107,19 @@ def _unpack(data: bytes | bytearray | memoryview) -> Any:
         raise BatchError(f"undecodable telemetry batch: {exc}") from None
 
 
-def decode_entries(cls: Any, entries: Any) -> tuple[list[Any], int]:
-    """Returns (records, number of entries that could not be read) of one column."""
+def decode_columns(wire: list[Any]) -> tuple[list[list[Any]], int]:
+    """Decodes the record columns of a batch wire list (not its site spans): returns [spans,
+    logs, metrics, transfers, failures] and how many entries could not be read."""
+    invalid = 0
+    columns: list[list[Any]] = []
+    for cls, entries in zip(_KINDS, wire[2:7]):
+        records, bad = _decode_entries(cls, entries)
+        columns.append(records)
+        invalid += bad
+    return columns, invalid
+
+
+def _decode_entries(cls: Any, entries: Any) -> tuple[list[Any], int]:
     if not isinstance(entries, (list, tuple)):
         return [], 1
     records, bad = [], 0

@@ -110,8 +110,15 @@ def drain_site_spans(queue: deque[Any], n: int,
         counted = index[site][1]
         if counted:
             mesh, method = site.counted  # type: ignore[misc]
-            metrics.add_invocations(mesh, method, counted[::2], sum(counted[1::2]))
+            metrics.add_invocations(mesh, method, counted[::2], _total(counted[1::2]))
     return [site.to_wire() for site in sites], spans
+
+
+def _total(values: list[Any]) -> int:
+    try:
+        return sum(values)
+    except TypeError:  # not byte counts: the spans keep them, the byte counter does not
+        return sum(v for v in values if type(v) is int)
 
 
 def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> None:
@@ -119,7 +126,7 @@ def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> No
     (site, _, _, _, start, value, _), end, _ = item
     if site.counted is not None:
         mesh, method = site.counted
-        metrics.add_invocations(mesh, method, [end - start], value or 0)
+        metrics.add_invocations(mesh, method, [end - start], _total([value or 0]))
 
 
 StoredSite = tuple[str, dict[str, Any], "str | None", str]

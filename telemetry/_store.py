@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
-from ._batch import _KINDS, Batch, BatchError, decode_entries, source_of, unpack_batch
+from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
 from ._sites import check_site_spans, site_span_record
 from ._spanlog import SpanLog
@@ -81,8 +81,9 @@ class Store:
             `statistics`, never raised). Entries that cannot be read are skipped and counted.
         """
         if isinstance(batch, Batch):
-            self._ingest(batch.resource, batch.records(), [], batch.invalid)
-            return len(batch.records())
+            records = batch.records()
+            self._ingest(batch.resource, records, [], batch.invalid)
+            return len(records)
         try:
             wire = unpack_batch(batch)
         except BatchError:
@@ -92,12 +93,9 @@ class Store:
         resource = dict(wire[1])
         owned = isinstance(batch, (bytes, bytearray, memoryview))  # wire is our own copy
         site_spans, invalid = check_site_spans(wire, source_of(resource), owned)
-        records: list[Any] = []
-        for cls, entries in zip(_KINDS, wire[2:7]):
-            found, bad = decode_entries(cls, entries)
-            records += found
-            invalid += bad
-        self._ingest(resource, records, site_spans, invalid)
+        columns, bad = decode_columns(wire)
+        records = [record for column in columns for record in column]
+        self._ingest(resource, records, site_spans, invalid + bad)
         return len(records) + len(site_spans)
 
     def _ingest(self, resource: dict[str, Any], records: list[Any], site_spans: list[Any],
