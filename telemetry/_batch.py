@@ -28,7 +28,7 @@ import dataclasses
 from typing import Any
 
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
-from ._sites import check_site_spans, site_span_record
+from ._sites import check_site_spans, site_span_records
 
 BATCH_VERSION = 1
 _KINDS = (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)
@@ -74,8 +74,8 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
     wire = unpack_batch(data)
     (spans, logs, metrics, transfers, failures), invalid = decode_columns(wire)
     resource = dict(wire[1])
-    stored, bad = check_site_spans(wire, source_of(resource))
-    spans += [site_span_record(entry) for entry in stored]
+    site_spans, bad = check_site_spans(wire, source_of(resource))
+    spans += site_span_records(site_spans)
     return Batch(resource, spans, logs, metrics, transfers, failures, invalid + bad)
 
 

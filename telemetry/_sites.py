@@ -132,36 +132,32 @@ def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> No
 StoredSite = tuple[str, dict[str, Any], "str | None", str]
 """A site as the controller keeps it: (name, attributes, value_key, source process)."""
 
+SiteSpans = tuple[list["StoredSite | None"], list[tuple[Any, ...]]]
+"""The site spans of one batch as the controller keeps them: the batch's sites (None for one
+that could not be read) and its spans as tuples ``(site index, trace_id, span_id,
+parent_span_id, start_ns, end_ns, outcome, value)``. The tuples hold only atoms, so the garbage
+collector stops tracking them: a store full of spans does not slow down every collection."""
 
-def check_site_spans(wire: list[Any], source: str,
-                     owned: bool = False) -> tuple[list[list[Any]], int]:
+
+def check_site_spans(wire: list[Any], source: str) -> tuple[SiteSpans, int]:
     """Reads the site spans of a batch wire list (sent by ``source``).
 
-    Args:
-        wire: the batch.
-        source: the process that sent it.
-        owned: the caller owns ``wire`` (it just decoded it): its span entries may be reused.
-
     Returns:
-        (spans, invalid): each readable span as ``[StoredSite, trace_id, span_id,
-        parent_span_id, start_ns, end_ns, outcome, value]`` (see `site_span_record`), and how
-        many entries could not be read.
+        (site spans, invalid): the readable spans (each with a readable site), and how many
+        entries could not be read.
     """
     if len(wire) < 9:
-        return [], 0
+        return ([], []), 0
     entries = wire[8]
     if not isinstance(entries, (list, tuple)):
-        return [], 1
+        return ([], []), 1
     sites = _check_sites(wire[7], source)
-    spans: list[list[Any]] = []
+    spans: list[tuple[Any, ...]] = []
     bad = 0
     append = spans.append
     for entry in entries:
         try:
-            if len(entry) != 8:  # a newer sender may append fields
-                entry = list(entry[:8])
-            elif not owned or type(entry) is not list:
-                entry = list(entry)
+            entry = tuple(entry[:8]) if len(entry) != 8 else tuple(entry)  # newer: more fields
             i, trace_id, span_id, parent, start, end, outcome, _ = entry
             site = sites[i] if type(i) is int and i >= 0 else None
         except (TypeError, ValueError, IndexError, KeyError):
@@ -170,11 +166,10 @@ def check_site_spans(wire: list[Any], source: str,
         if (site is not None and type(trace_id) is bytes and type(span_id) is bytes
                 and (parent is None or type(parent) is bytes) and type(start) is int
                 and type(end) is int and type(outcome) is str):
-            entry[0] = site
             append(entry)
         else:
             bad += 1
-    return spans, bad
+    return (sites, spans), bad
 
 
 def _check_sites(sites: Any, source: str) -> list[StoredSite | None]:
@@ -193,10 +188,17 @@ def _check_sites(sites: Any, source: str) -> list[StoredSite | None]:
     return checked
 
 
-def site_span_record(span: list[Any]) -> SpanRecord:
-    """Returns the `SpanRecord` of a span from `check_site_spans`."""
-    (name, attributes, key, source), trace_id, span_id, parent, start, end, outcome, value = span
+def site_span_record(site: StoredSite, span: tuple[Any, ...]) -> SpanRecord:
+    """Returns the `SpanRecord` of a span from `check_site_spans`, given its site."""
+    name, attributes, key, source = site
+    _, trace_id, span_id, parent, start, end, outcome, value = span
     attributes = dict(attributes)
     if key is not None:
         attributes[key] = value
     return SpanRecord(trace_id, span_id, parent, name, start, end, attributes, outcome, source)
+
+
+def site_span_records(site_spans: SiteSpans) -> list[SpanRecord]:
+    """Returns the `SpanRecord` of every span from `check_site_spans`."""
+    sites, spans = site_spans
+    return [site_span_record(sites[span[0]], span) for span in spans]  # type: ignore[arg-type]

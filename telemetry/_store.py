@@ -13,20 +13,18 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
-from ._sites import check_site_spans, site_span_record
-from ._spanlog import SpanLog
+from ._sites import SiteSpans, check_site_spans, site_span_records
+from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
 _LogKey = tuple[int, str, int, int]
-_Span = SpanRecord | list[Any]
-"""A stored span: a record, or a site span as `check_site_spans` reads it (a record is made
-from it when it is queried: most spans are never looked at)."""
+_NO_SITE_SPANS: SiteSpans = ([], [])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,7 +80,7 @@ class Store:
         """
         if isinstance(batch, Batch):
             records = batch.records()
-            self._ingest(batch.resource, records, [], batch.invalid)
+            self._ingest(batch.resource, records, ([], []), batch.invalid)
             return len(records)
         try:
             wire = unpack_batch(batch)
@@ -91,14 +89,13 @@ class Store:
                 self._invalid += 1
             return None
         resource = dict(wire[1])
-        owned = isinstance(batch, (bytes, bytearray, memoryview))  # wire is our own copy
-        site_spans, invalid = check_site_spans(wire, source_of(resource), owned)
+        site_spans, invalid = check_site_spans(wire, source_of(resource))
         columns, bad = decode_columns(wire)
         records = [record for column in columns for record in column]
         self._ingest(resource, records, site_spans, invalid + bad)
-        return len(records) + len(site_spans)
+        return len(records) + len(site_spans[1])
 
-    def _ingest(self, resource: dict[str, Any], records: list[Any], site_spans: list[Any],
+    def _ingest(self, resource: dict[str, Any], records: list[Any], site_spans: SiteSpans,
                 invalid: int) -> None:
         with self._lock:
             self._invalid += invalid
@@ -159,21 +156,17 @@ class Store:
               name: str | None = None, limit: int = 1000) -> list[SpanRecord]:
         """Returns spans: all of one trace (by start time), else the newest ``limit`` ones
         (optionally only those with attribute ``mesh``, or this ``name``), oldest first."""
-        def keep(span: _Span) -> bool:
-            return ((mesh is None or _attribute(span, "mesh") == mesh)
-                    and (name is None or _name(span) == name))
-
         with self._lock:
             if trace_id is not None:
                 found = self._spans.trace(trace_id)
             else:
-                found = self._spans.newest(keep, limit)
+                found = self._spans.newest(mesh, name, limit)
                 found.reverse()
-        records = [_record(span) for span in found]
+        spans = records(found)  # outside the lock: the found spans no longer change
         if trace_id is not None:
-            records.sort(key=lambda s: s.start_ns)
-            del records[limit:]
-        return records
+            spans.sort(key=lambda s: s.start_ns)
+            del spans[limit:]
+        return spans
 
     def metrics(self, by_process: bool = False) -> list[MetricPoint]:
         """Returns the current value of every series: aggregated over processes (see
@@ -241,8 +234,9 @@ class Store:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_all(self, records: list[Any], pid: Any, site_spans: Sequence[Any] = ()) -> None:
-        spans: list[_Span] = []
+    def _add_all(self, records: list[Any], pid: Any,
+                 site_spans: SiteSpans = _NO_SITE_SPANS) -> None:
+        spans: list[SpanRecord] = []
         for record in records:
             kind = record.KIND
             self._ingested[kind] += 1
@@ -250,16 +244,14 @@ class Store:
                 spans.append(record)
             else:
                 getattr(self, "_add_" + kind)(record, pid)
-        if site_spans:
-            self._ingested["span"] += len(site_spans)
-            spans += site_spans
-        self._evicted["span"] += self._spans.add(spans)
+        self._ingested["span"] += len(site_spans[1])
+        self._evicted["span"] += self._spans.add(spans, site_spans)
         if self._subscriptions:
             self._offer(records, site_spans)
 
-    def _offer(self, records: list[Any], site_spans: Sequence[Any]) -> None:
-        if site_spans and any("span" in s.kinds for s in self._subscriptions):
-            records = records + [site_span_record(span) for span in site_spans]
+    def _offer(self, records: list[Any], site_spans: SiteSpans) -> None:
+        if site_spans[1] and any("span" in s.kinds for s in self._subscriptions):
+            records = records + site_span_records(site_spans)
         for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
             wanted = [r for r in records if r.KIND in subscription.kinds]
             if wanted:
@@ -293,21 +285,6 @@ class Store:
         if len(self._failures) == self._failures.maxlen:
             self._evicted["failure"] += 1
         self._failures.append(record)
-
-
-def _record(span: _Span) -> SpanRecord:
-    return span if type(span) is SpanRecord else site_span_record(span)  # type: ignore[arg-type]
-
-
-def _name(span: _Span) -> str:
-    return span.name if type(span) is SpanRecord else span[0][0]  # type: ignore[union-attr,index]
-
-
-def _attribute(span: _Span, key: str) -> Any:
-    if type(span) is SpanRecord:
-        return span.attributes.get(key)
-    _, attributes, value_key, _ = span[0]  # type: ignore[index]
-    return span[7] if key == value_key else attributes.get(key)  # type: ignore[index]
 
 
 def _int(value: Any) -> int:
