@@ -10,13 +10,15 @@ Wire form (a msgpack-friendly list)::
      transfers,         # [TransferRecord.to_wire(), ...]
      failures,          # [FailureRecord.to_wire(), ...]
      sites,             # [[name, attributes, value_key], ...]: what site spans share
-     site_spans]        # [[site index, trace_id, span_id, parent_span_id, start_ns, end_ns,
-                        #   outcome, value], ...]: spans in compact form (see _sites.py)
+     site_spans]        # [site indices, trace ids (bytes, 16 each), span ids (bytes, 8 each),
+                        #  parent span ids (bytes, 8 each, zeros: none), start_ns list,
+                        #  end_ns list, outcome names, outcome indices, values]: columns
 
-A site span is the `SpanRecord` named after its site, with the site's attributes plus
-``{value_key: value}`` (if value_key is not None), from the batch's process. The last two
-items may be missing (a batch of spans in full form only); readers ignore trailing items they
-do not know, so a newer sender may append more.
+Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
+site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
+process (see `monarch.telemetry._sites` and `monarch.telemetry._columns`). The last two items
+may be missing (a batch of spans in full form only) or empty; readers ignore trailing items
+they do not know, so a newer sender may append more.
 
 `encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
 either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.
@@ -28,7 +30,7 @@ import dataclasses
 from typing import Any
 
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
-from ._sites import check_site_spans, site_span_records
+from ._columns import read_site_spans
 
 BATCH_VERSION = 1
 _KINDS = (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)
@@ -74,8 +76,9 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
     wire = unpack_batch(data)
     (spans, logs, metrics, transfers, failures), invalid = decode_columns(wire)
     resource = dict(wire[1])
-    site_spans, bad = check_site_spans(wire, source_of(resource))
-    spans += site_span_records(site_spans)
+    site_spans, bad = read_site_spans(wire, source_of(resource))
+    if site_spans is not None:
+        spans += site_spans.records()
     return Batch(resource, spans, logs, metrics, transfers, failures, invalid + bad)
 
 

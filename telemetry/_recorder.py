@@ -51,6 +51,7 @@ class Recorder:
         self._max_spans, self._max_logs = max_spans, max_logs
         self._drop_lock = threading.Lock()
         self._dropped = dict.fromkeys(KINDS, 0)  # guarded by _drop_lock
+        self._drain_lock = threading.Lock()  # one drainer at a time (the shipper, a flush)
         self._collectors: list[Callable[[], list[MetricPoint]]] = []
         self.metrics = MetricsTable()
         self.resource: dict[str, Any] = {"pid": os.getpid()}
@@ -127,12 +128,13 @@ class Recorder:
         for the format.
         """
         source, resource = self.source, self.resource
-        spans = [[*f, source] for f in _take(self._spans, max_items)]
-        sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
-        logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
-        transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
-        failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
-        metrics = [p.to_wire() for p in self._collect_metrics(source)]
+        with self._drain_lock:
+            spans = [[*f, source] for f in _take(self._spans, max_items)]
+            sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
+            logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
+            transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
+            failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
+            metrics = [p.to_wire() for p in self._collect_metrics(source)]
         if not (spans or site_spans or logs or transfers or failures or metrics):
             return None
         return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
@@ -146,6 +148,7 @@ class Recorder:
     def after_fork(self) -> None:
         """Empties buffers and metrics in a forked child, which starts its own record."""
         self._drop_lock = threading.Lock()
+        self._drain_lock = threading.Lock()
         for queue in self._queues.values():
             queue.clear()
         self._site_spans.clear()

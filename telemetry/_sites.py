@@ -9,16 +9,16 @@ the trace context, without a lock: the invocation metrics (``messages_handled``,
 recorder drains them, or counted at once when the buffer is full and the span is dropped.
 
 The hot path lives in `monarch.telemetry._spans` (`begin_invocation`, `start_site_span`). A
-batch carries each site it uses once and each span as ``[site index, trace_id, span_id,
-parent_span_id, start_ns, end_ns, outcome, value]`` (see `monarch.telemetry._batch`).
+batch carries each site it uses once and the spans as columns (see `drain_site_spans`); the
+controller reads them with `monarch.telemetry._columns`.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import deque
 from typing import TYPE_CHECKING, Any
-
-from ._records import SpanRecord
 
 if TYPE_CHECKING:
     from ._metrics import MetricsTable
@@ -87,36 +87,50 @@ def _cache(table: dict[tuple[Any, ...], SpanSite], key: tuple[Any, ...],
 
 def drain_site_spans(queue: deque[Any], n: int,
                      metrics: MetricsTable) -> tuple[list[Any], list[Any]]:
-    """Takes up to ``n`` ended site spans; returns (sites, spans) in batch wire form and adds
-    the invocation metrics of the spans taken to ``metrics``."""
-    index: dict[SpanSite, tuple[int, list[int] | None]] = {}
-    sites: list[SpanSite] = []
-    spans: list[Any] = []
-    pop, append = queue.popleft, spans.append
-    for _ in range(min(n, len(queue))):
-        try:
-            (site, trace_id, span_id, parent, start, value, _), end, outcome = pop()
-        except IndexError:  # another drainer got there first
-            break
-        known = index.get(site)
-        if known is None:
-            known = index[site] = (len(sites), None if site.counted is None else [])
-            sites.append(site)
-        i, counted = known
-        append([i, trace_id, span_id, parent, start, end, outcome, value])
-        if counted is not None:
-            counted += (end - start, value or 0)
-    for site in sites:
-        counted = index[site][1]
-        if counted:
-            mesh, method = site.counted  # type: ignore[misc]
-            metrics.add_invocations(mesh, method, counted[::2], _total(counted[1::2]))
-    return [site.to_wire() for site in sites], spans
+    """Takes up to ``n`` ended site spans (one drainer at a time); returns (sites, columns) in
+    batch wire form and adds the invocation metrics of the spans taken to ``metrics``.
+
+    The columns are ``[site indices, trace ids (16 bytes each, joined), span ids (8 bytes
+    each, joined), parent span ids (8 bytes each, zeros for none), start_ns list, end_ns list,
+    outcome names, outcome indices, values]``; the work is done in C (zip, map, join).
+    """
+    items = list(map(operator.call, itertools.repeat(queue.popleft, min(n, len(queue)))))
+    if not items:
+        return [], []
+    heads, ends, outcomes = zip(*items)
+    site_of, traces, spans, parents, starts, values, _ = zip(*heads)
+    sites = list(dict.fromkeys(site_of))
+    indices = list(map({site: i for i, site in enumerate(sites)}.__getitem__, site_of))
+    names = list(dict.fromkeys(outcomes))
+    outcome_indices = list(map({name: i for i, name in enumerate(names)}.__getitem__, outcomes))
+    _count(sites, indices, starts, ends, values, metrics)
+    return [site.to_wire() for site in sites], [
+        indices, b"".join(traces), b"".join(spans), b"".join([p or _NO_PARENT for p in parents]),
+        list(starts), list(ends), names, outcome_indices, list(values)]
 
 
-def _total(values: list[Any]) -> int:
+_NO_PARENT = bytes(8)
+
+
+def _count(sites: list[SpanSite], indices: list[int], starts: tuple[int, ...],
+           ends: tuple[int, ...], values: tuple[Any, ...], metrics: MetricsTable) -> None:
+    durations = list(map(operator.sub, ends, starts))
+    for i, site in enumerate(sites):
+        if site.counted is None:
+            continue
+        mesh, method = site.counted
+        if len(sites) == 1:
+            mine, nbytes = durations, _total(values)
+        else:
+            chosen = list(map(i.__eq__, indices))
+            mine = list(itertools.compress(durations, chosen))
+            nbytes = _total(list(itertools.compress(values, chosen)))
+        metrics.add_invocations(mesh, method, mine, nbytes)
+
+
+def _total(values: Any) -> int:
     try:
-        return sum(values)
+        return sum(filter(None, values))
     except TypeError:  # not byte counts: the spans keep them, the byte counter does not
         return sum(v for v in values if type(v) is int)
 
@@ -126,79 +140,4 @@ def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> No
     (site, _, _, _, start, value, _), end, _ = item
     if site.counted is not None:
         mesh, method = site.counted
-        metrics.add_invocations(mesh, method, [end - start], _total([value or 0]))
-
-
-StoredSite = tuple[str, dict[str, Any], "str | None", str]
-"""A site as the controller keeps it: (name, attributes, value_key, source process)."""
-
-SiteSpans = tuple[list["StoredSite | None"], list[tuple[Any, ...]]]
-"""The site spans of one batch as the controller keeps them: the batch's sites (None for one
-that could not be read) and its spans as tuples ``(site index, trace_id, span_id,
-parent_span_id, start_ns, end_ns, outcome, value)``. The tuples hold only atoms, so the garbage
-collector stops tracking them: a store full of spans does not slow down every collection."""
-
-
-def check_site_spans(wire: list[Any], source: str) -> tuple[SiteSpans, int]:
-    """Reads the site spans of a batch wire list (sent by ``source``).
-
-    Returns:
-        (site spans, invalid): the readable spans (each with a readable site), and how many
-        entries could not be read.
-    """
-    if len(wire) < 9:
-        return ([], []), 0
-    entries = wire[8]
-    if not isinstance(entries, (list, tuple)):
-        return ([], []), 1
-    sites = _check_sites(wire[7], source)
-    spans: list[tuple[Any, ...]] = []
-    bad = 0
-    append = spans.append
-    for entry in entries:
-        try:
-            entry = tuple(entry[:8]) if len(entry) != 8 else tuple(entry)  # newer: more fields
-            i, trace_id, span_id, parent, start, end, outcome, _ = entry
-            site = sites[i] if type(i) is int and i >= 0 else None
-        except (TypeError, ValueError, IndexError, KeyError):
-            bad += 1
-            continue
-        if (site is not None and type(trace_id) is bytes and type(span_id) is bytes
-                and (parent is None or type(parent) is bytes) and type(start) is int
-                and type(end) is int and type(outcome) is str):
-            append(entry)
-        else:
-            bad += 1
-    return (sites, spans), bad
-
-
-def _check_sites(sites: Any, source: str) -> list[StoredSite | None]:
-    if not isinstance(sites, (list, tuple)):
-        return []
-    checked: list[StoredSite | None] = []
-    for site in sites:
-        try:
-            name, attributes, key = site[:3]
-        except (TypeError, ValueError, KeyError):
-            checked.append(None)
-            continue
-        ok = (type(name) is str and type(attributes) is dict
-              and (key is None or type(key) is str))
-        checked.append((name, attributes, key, source) if ok else None)
-    return checked
-
-
-def site_span_record(site: StoredSite, span: tuple[Any, ...]) -> SpanRecord:
-    """Returns the `SpanRecord` of a span from `check_site_spans`, given its site."""
-    name, attributes, key, source = site
-    _, trace_id, span_id, parent, start, end, outcome, value = span
-    attributes = dict(attributes)
-    if key is not None:
-        attributes[key] = value
-    return SpanRecord(trace_id, span_id, parent, name, start, end, attributes, outcome, source)
-
-
-def site_span_records(site_spans: SiteSpans) -> list[SpanRecord]:
-    """Returns the `SpanRecord` of every span from `check_site_spans`."""
-    sites, spans = site_spans
-    return [site_span_record(sites[span[0]], span) for span in spans]  # type: ignore[arg-type]
+        metrics.add_invocations(mesh, method, [end - start], _total([value]))

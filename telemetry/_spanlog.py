@@ -1,10 +1,9 @@
 """The store's spans: a bounded log of chunks, one chunk per ingested batch.
 
-Ingesting a batch appends its spans as one chunk (no per-span work); evicting drops whole chunks,
-or moves the start of the oldest one. A chunk keeps `SpanRecord`s as they are and site spans as
-`check_site_spans` read them (atom-only tuples pointing into the chunk's sites); records are made
-only for the spans a query returns. A chunk's trace index is built the first time a trace is
-looked up, so a store that nobody queries by trace never pays for it.
+Ingesting a batch appends its spans as a chunk, in no per-span work: the site spans as the
+`SiteSpanColumns` they arrived in, other spans as `SpanRecord`s. Evicting drops whole chunks, or
+moves the start of the oldest one. Records are made only for the spans a query returns, and a
+chunk's trace index is built the first time a trace is looked up in it.
 """
 
 from __future__ import annotations
@@ -13,48 +12,57 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from ._columns import SiteSpanColumns
 from ._records import SpanRecord
-from ._sites import SiteSpans, StoredSite, site_span_record
+
+
+class _Records:
+    """A chunk's spans given as records: the same interface as `SiteSpanColumns`."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: list[SpanRecord]) -> None:
+        self.spans = spans
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def trace_id(self, p: int) -> bytes:
+        return self.spans[p].trace_id
+
+    def name_and_mesh(self, p: int) -> tuple[str, Any]:
+        span = self.spans[p]
+        return span.name, span.attributes.get("mesh")
+
+    def record(self, p: int) -> SpanRecord:
+        return self.spans[p]
 
 
 class _Chunk:
-    __slots__ = ("index", "sites", "spans", "start")
+    __slots__ = ("index", "spans", "start")
 
-    def __init__(self, sites: list[StoredSite | None], spans: list[Any]) -> None:
-        self.sites = sites
-        self.spans = spans  # SpanRecord, or a site span tuple: (site index, trace_id, ...)
-        self.start = 0  # spans before it are evicted (and replaced by None)
+    def __init__(self, spans: SiteSpanColumns | _Records) -> None:
+        self.spans = spans
+        self.start = 0  # the spans before it are evicted
         self.index: dict[bytes, list[int]] | None = None  # trace id -> positions, built lazily
-
-    def record(self, span: Any) -> SpanRecord:
-        if type(span) is SpanRecord:
-            return span
-        return site_span_record(self.sites[span[0]], span)  # type: ignore[arg-type]
-
-    def name_and_mesh(self, span: Any) -> tuple[str, Any]:
-        if type(span) is SpanRecord:
-            return span.name, span.attributes.get("mesh")
-        name, attributes, key, _ = self.sites[span[0]]  # type: ignore[misc]
-        return name, span[7] if key == "mesh" else attributes.get("mesh")
 
     def positions(self, trace_id: bytes) -> list[int]:
         if self.index is None:
             index: dict[bytes, list[int]] = {}
-            for position in range(self.start, len(self.spans)):
-                span = self.spans[position]
-                key = span.trace_id if type(span) is SpanRecord else span[1]
-                index.setdefault(key, []).append(position)
+            trace_of = self.spans.trace_id
+            for p in range(len(self.spans)):
+                index.setdefault(trace_of(p), []).append(p)
             self.index = index
-        return self.index.get(trace_id, [])
+        return [p for p in self.index.get(trace_id, ()) if p >= self.start]
 
 
-Found = tuple[_Chunk, Any]
+Found = tuple[SiteSpanColumns | _Records, int]
 """A span found by a query: turn it into a `SpanRecord` with `records` (outside the lock)."""
 
 
 def records(found: list[Found]) -> list[SpanRecord]:
     """Returns the records of spans found by `SpanLog.trace` or `SpanLog.newest`."""
-    return [chunk.record(span) for chunk, span in found]
+    return [spans.record(p) for spans, p in found]
 
 
 class SpanLog:
@@ -71,25 +79,19 @@ class SpanLog:
     def __len__(self) -> int:
         return self._held
 
-    def add(self, records: list[SpanRecord], site_spans: SiteSpans) -> int:
-        """Appends records and site spans (the log owns both lists from now on); returns how
-        many old spans were evicted to make room."""
-        sites, tuples = site_spans
-        spans: list[Any] = records + tuples if records else tuples  # type: ignore[operator]
-        if not spans:
-            return 0
-        self._chunks.append(_Chunk(sites, spans))
-        self._held += len(spans)
+    def add(self, records: list[SpanRecord], columns: SiteSpanColumns | None) -> int:
+        """Appends records, then site spans (the log owns them from now on); returns how many
+        old spans were evicted to make room."""
+        for spans in (_Records(records) if records else None, columns):
+            if spans is not None and len(spans):
+                self._chunks.append(_Chunk(spans))
+                self._held += len(spans)
         excess = self._held - self._max
         return self._evict(excess) if excess > 0 else 0
 
     def trace(self, trace_id: bytes) -> list[Found]:
         """Returns the spans of one trace, in arrival order (see `records`)."""
-        found = []
-        for chunk in self._chunks:
-            spans, start = chunk.spans, chunk.start
-            found += [(chunk, spans[p]) for p in chunk.positions(trace_id) if p >= start]
-        return found
+        return [(chunk.spans, p) for chunk in self._chunks for p in chunk.positions(trace_id)]
 
     def newest(self, mesh: str | None, name: str | None, limit: int) -> list[Found]:
         """Returns up to ``limit`` of the newest spans (only those with attribute ``mesh`` and
@@ -97,37 +99,32 @@ class SpanLog:
         found: list[Found] = []
         if limit <= 0:
             return found
-        for chunk, span in self._newest_first():
+        for spans, p in self._newest_first():
             if mesh is not None or name is not None:
-                span_name, span_mesh = chunk.name_and_mesh(span)
+                span_name, span_mesh = spans.name_and_mesh(p)
                 if (mesh is not None and span_mesh != mesh) or (name is not None
                                                                 and span_name != name):
                     continue
-            found.append((chunk, span))
+            found.append((spans, p))
             if len(found) >= limit:
                 break
         return found
 
-    def _newest_first(self) -> Iterator[tuple[_Chunk, Any]]:
+    def _newest_first(self) -> Iterator[Found]:
         for chunk in reversed(self._chunks):
-            spans = chunk.spans
-            for position in range(len(spans) - 1, chunk.start - 1, -1):
-                yield chunk, spans[position]
+            for p in range(len(chunk.spans) - 1, chunk.start - 1, -1):
+                yield chunk.spans, p
 
     def _evict(self, excess: int) -> int:
         evicted = 0
         chunks = self._chunks
         while excess > 0 and chunks:
             chunk = chunks[0]
-            left = len(chunk.spans) - chunk.start
-            if left <= excess:
+            taken = min(len(chunk.spans) - chunk.start, excess)
+            if taken == len(chunk.spans) - chunk.start:
                 chunks.popleft()
-                taken = left
             else:
-                taken = excess
-                spans, start = chunk.spans, chunk.start
-                spans[start:start + taken] = [None] * taken  # let them go now
-                chunk.start = start + taken
+                chunk.start += taken
             excess -= taken
             evicted += taken
         self._held -= evicted

@@ -19,12 +19,11 @@ from typing import Any
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
-from ._sites import SiteSpans, check_site_spans, site_span_records
+from ._columns import SiteSpanColumns, read_site_spans
 from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
 _LogKey = tuple[int, str, int, int]
-_NO_SITE_SPANS: SiteSpans = ([], [])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,7 +79,7 @@ class Store:
         """
         if isinstance(batch, Batch):
             records = batch.records()
-            self._ingest(batch.resource, records, ([], []), batch.invalid)
+            self._ingest(batch.resource, records, None, batch.invalid)
             return len(records)
         try:
             wire = unpack_batch(batch)
@@ -89,14 +88,14 @@ class Store:
                 self._invalid += 1
             return None
         resource = dict(wire[1])
-        site_spans, invalid = check_site_spans(wire, source_of(resource))
+        site_spans, invalid = read_site_spans(wire, source_of(resource))
         columns, bad = decode_columns(wire)
         records = [record for column in columns for record in column]
         self._ingest(resource, records, site_spans, invalid + bad)
-        return len(records) + len(site_spans[1])
+        return len(records) + (0 if site_spans is None else len(site_spans))
 
-    def _ingest(self, resource: dict[str, Any], records: list[Any], site_spans: SiteSpans,
-                invalid: int) -> None:
+    def _ingest(self, resource: dict[str, Any], records: list[Any],
+                site_spans: SiteSpanColumns | None, invalid: int) -> None:
         with self._lock:
             self._invalid += invalid
             self._resources[source_of(resource)] = resource
@@ -235,7 +234,7 @@ class Store:
     # -- internals -----------------------------------------------------------------------------
 
     def _add_all(self, records: list[Any], pid: Any,
-                 site_spans: SiteSpans = _NO_SITE_SPANS) -> None:
+                 site_spans: SiteSpanColumns | None = None) -> None:
         spans: list[SpanRecord] = []
         for record in records:
             kind = record.KIND
@@ -244,14 +243,14 @@ class Store:
                 spans.append(record)
             else:
                 getattr(self, "_add_" + kind)(record, pid)
-        self._ingested["span"] += len(site_spans[1])
+        self._ingested["span"] += 0 if site_spans is None else len(site_spans)
         self._evicted["span"] += self._spans.add(spans, site_spans)
         if self._subscriptions:
             self._offer(records, site_spans)
 
-    def _offer(self, records: list[Any], site_spans: SiteSpans) -> None:
-        if site_spans[1] and any("span" in s.kinds for s in self._subscriptions):
-            records = records + site_span_records(site_spans)
+    def _offer(self, records: list[Any], site_spans: SiteSpanColumns | None) -> None:
+        if site_spans is not None and any("span" in s.kinds for s in self._subscriptions):
+            records = records + site_spans.records()
         for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
             wanted = [r for r in records if r.KIND in subscription.kinds]
             if wanted:

@@ -106,7 +106,7 @@ def test_full_buffer_drops_the_span_but_still_counts_the_invocation() -> None:
         set_process_recorder(previous)
     assert small.dropped()["span"] == 3 and small.statistics().pending["span"] == 2
     wire = drain(small)
-    assert len(wire[8]) == 2
+    assert len(wire[8][0]) == 2  # the site index column
     got = metrics_of(wire)
     assert got[("messages_handled", (("mesh", "trainer"), ("method", "step")))].value == 5
     assert got[("message_bytes", (("direction", "received"),))].value == 5
@@ -159,25 +159,31 @@ def test_a_wire_list_ingested_twice_is_read_twice(recorder: Recorder) -> None:
     assert second.statistics().invalid == 0
 
 
-def test_malformed_site_spans_are_counted_and_never_returned(recorder: Recorder) -> None:
-    invoke()
+def test_malformed_site_span_columns_keep_the_readable_rows(recorder: Recorder) -> None:
+    for _ in range(4):
+        invoke()
     wire = drain(recorder)
-    good = wire[8][0]
-    wire[7].append(["bad site", "not a map", None])
-    wire[8] += [
-        ["short"],
-        [99, *good[1:]],  # no such site
-        [1, *good[1:]],  # the bad site
-        [0, "not bytes", *good[2:]],
-        [0, *good[1:4], "not an int", *good[5:]],
-        [True, *good[1:]],
-        42,
-    ]
+    sites, (indices, traces, spans, parents, starts, ends, outcomes, oi, values) = wire[7:9]
+    good_span = spans[8:16]
+    sites.append(["bad site", "not a map", None])
+    indices[0] = 1  # the bad site
+    starts[2] = "not an int"
+    wire[8] = [indices, traces, spans, parents, starts, ends[:3], outcomes, oi, values]
     store = Store()
     assert store.ingest(encode_batch(wire)) is not None
-    assert store.statistics().invalid == 7
-    assert [s.span_id for s in store.spans()] == [good[2]]
-    assert decode_batch(wire).invalid == 7
+    assert store.statistics().invalid == 3  # rows 0 and 2, and row 3 has no end
+    assert [s.span_id for s in store.spans()] == [good_span]
+    assert decode_batch(wire).invalid == 3
+
+
+def test_site_span_columns_that_are_not_columns_are_counted(recorder: Recorder) -> None:
+    invoke()
+    wire = drain(recorder)
+    for garbage in (42, ["short"], [[True], b"", b"", b"", [], [], [], [], []]):
+        wire[8] = garbage
+        store = Store()
+        assert store.ingest(wire) is not None
+        assert store.statistics().invalid >= 1 and store.spans() == []
 
 
 def test_site_span_subscribers_get_records(recorder: Recorder) -> None:
