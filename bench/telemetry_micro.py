@@ -1,20 +1,26 @@
 """Micro-benchmark of telemetry's hot paths (a few seconds; no processes, no sockets).
 
-    python bench/telemetry_micro.py [--quick]
+    python bench/telemetry_micro.py [--quick] [--gc]
 
-Prints the median cost per operation of what the runtime does per message, twice: the general
-path it used before site spans ("before": a lean span with its own attribute dict, separate
-metric calls, spans in full form on the wire and made into records at ingest) and the site-span
-path it uses now ("after"). Then a few other costs: a print() through the log tee (minus a print
-to the same sink without it), an HLC stamp, and a span query that builds records.
+Prints the median cost per operation of what the runtime does per message, twice: on the
+general path ("before": a lean span with its own attribute dict, three metric calls, spans in
+full form on the wire, a `SpanRecord` per span at ingest; the path the runtime took until site
+spans) and on the site-span path the runtime takes now ("after"). Then a few other costs: a
+print() through the log tee (minus a print to the same sink without it), an HLC stamp, and a
+span query, which is where records are made now.
+
+Batches hold `BATCH` spans, what a proc handling 10k messages/s ships every 100 ms. Like
+`timeit`, the figures exclude the garbage collector unless ``--gc`` is given.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import statistics
 import sys
+import time
 import timeit
 from collections.abc import Callable
 
@@ -37,36 +43,51 @@ from monarch.telemetry import (
 )
 
 N = 20_000
-BATCH = 100  # spans per shipped batch (a proc ships every 100 ms)
-PARENT = (b"\x01" * 16, b"\x02" * 8)
+BATCH = 1000
 
 
-def per_op(fn: Callable[[], object], reset: Callable[[], object], repeat: int = 7,
+def per_op(fn: Callable[[], object], reset: Callable[[], object], repeat: int,
            number: int = N) -> float:
     """Median seconds per call of ``fn`` over ``repeat`` runs of ``number`` calls."""
     runs = []
     for _ in range(repeat):
-        runs.append(timeit.timeit(fn, number=number) / number)
+        timer = timeit.Timer(fn, gc.enable if "--gc" in sys.argv else "pass")
+        runs.append(timer.timeit(number=number) / number)
         reset()
     return statistics.median(runs)
 
 
-# -- what a proc does per invocation -------------------------------------------------------------
+def per_item(prepare: Callable[[], object], fn: Callable[[object], object], items: int,
+             repeat: int) -> float:
+    """Median seconds per item of ``fn(prepare())`` (only ``fn`` is timed)."""
+    runs = []
+    for _ in range(repeat):
+        arg = prepare()
+        if "--gc" not in sys.argv:
+            gc.disable()
+        start = time.perf_counter()
+        fn(arg)
+        runs.append((time.perf_counter() - start) / items)
+        gc.enable()
+    return statistics.median(runs)
 
-def invocation_before() -> None:
-    """The runtime's calls per invocation before site spans: 1 span, 3 metric calls."""
+
+# -- the runtime's calls, per path -------------------------------------------------------------
+
+def invocation_before(parent: tuple[bytes, bytes]) -> None:
+    """Per invocation before site spans: 1 span with its attributes, 3 metric calls."""
     count_bytes("received", 128)
-    span = start_span("trainer.step", PARENT, {"mesh": "trainer", "actor_class": "Trainer",
+    span = start_span("trainer.step", parent, {"mesh": "trainer", "actor_class": "Trainer",
                                                 "rank": 0, "method": "step", "bytes_in": 128})
     span.end("ok")
     count_message("trainer", "step")
     observe_handler_latency("trainer", "step", 0.0004)
 
 
-def invocation_after() -> None:
-    """The runtime's calls per invocation now: one site lookup, begin, end."""
+def invocation_after(parent: tuple[bytes, bytes]) -> None:
+    """Per invocation now: a site lookup, begin, end (which also feeds the metrics)."""
     site = invocation_site("trainer", "Trainer", 0, "step")
-    end_invocation(begin_invocation(site, PARENT, 128), "ok")
+    end_invocation(begin_invocation(site, parent, 128), "ok")
 
 
 def call_before() -> None:
@@ -80,50 +101,16 @@ def call_after() -> None:
     start_site_span(call_site("trainer", "step", "broadcast")).end("ok")
 
 
-def drained_batches(recorder: Recorder, record: Callable[[], None], n: int) -> list[bytes]:
-    """``n`` encoded batches of `BATCH` spans each, every span in its own trace."""
-    batches = []
-    for _ in range(n):
-        for _ in range(BATCH):
-            record()
-        wire = recorder.drain(10**6)
-        assert wire is not None
-        batches.append(encode_batch(wire))
-    return batches
+def new_parent() -> tuple[bytes, bytes]:
+    """The parent of an invocation: each its own trace, as one broadcast each."""
+    return os.urandom(16), os.urandom(8)
 
 
-def fresh_parent_invocation(after: bool) -> Callable[[], None]:
-    """An invocation whose parent is a new trace (as one broadcast each)."""
-    counter = itertools.count()
-
-    def before() -> None:
-        parent = (os.urandom(16), next(counter).to_bytes(8, "big"))
-        span = start_span("trainer.step", parent, {"mesh": "trainer", "actor_class": "Trainer",
-                                                    "rank": 0, "method": "step",
-                                                    "bytes_in": 128})
-        span.end("ok")
-
-    def site() -> None:
-        parent = (os.urandom(16), next(counter).to_bytes(8, "big"))
-        end_invocation(begin_invocation(invocation_site("trainer", "Trainer", 0, "step"), parent,
-                                        128), "ok")
-
-    return site if after else before
-
-
-def ingest_cost(batches: list[bytes], warm: int = 50_000) -> float:
-    """Seconds per span of `Store.ingest` on a store already holding ``warm`` spans (so that
-    each span ingested also evicts one)."""
-    store = Store(max_spans=warm)
-    cycle = itertools.cycle(batches)
-    while store.statistics().held["span"] < warm:
-        store.ingest(next(cycle))
-    return per_op(lambda: store.ingest(next(cycle)), lambda: None, 7, 200) / BATCH
+PARENTS = [new_parent() for _ in range(BATCH)]
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv
-    repeat = 3 if quick else 7
+    repeat = 3 if "--quick" in sys.argv else 7
     recorder = Recorder(max_spans=10**7, max_logs=10**7)
     recorder.configure({"host": "h", "proc": "trainer-0", "job": "j"})
     set_process_recorder(recorder)
@@ -131,58 +118,68 @@ def main() -> None:
     def clear() -> None:
         recorder.drain(10**8)
 
-    def drain_encode() -> None:
-        recorder.drain_bytes(10**6)
+    def filled(invocation: Callable[[tuple[bytes, bytes]], None]) -> Callable[[], None]:
+        def fill() -> None:
+            clear()
+            for parent in PARENTS:
+                invocation(parent)
+        return fill
 
-    rows: list[tuple[str, float, float]] = []
+    def batches(invocation: Callable[[tuple[bytes, bytes]], None]) -> list[bytes]:
+        out = []
+        for _ in range(16):
+            filled(invocation)()
+            out.append(recorder.drain_bytes(10**6) or b"")
+        return out
 
-    def pair(name: str, before: Callable[[], object], after: Callable[[], object],
-             number: int = N) -> None:
-        rows.append((name, per_op(before, clear, repeat, number),
-                     per_op(after, clear, repeat, number)))
+    def ingest_cost(shipped: list[bytes]) -> float:
+        store = Store(max_spans=50_000)  # full: each span ingested also evicts one
+        cycle = itertools.cycle(shipped)
+        for _ in range(60):
+            store.ingest(next(cycle))
+        return per_item(lambda: None, lambda _: [store.ingest(next(cycle)) for _ in range(10)],
+                        10 * BATCH, repeat)
 
-    pair("proc: span + metrics per invocation", invocation_before, invocation_after)
+    parent = PARENTS[0]
+    rows: list[tuple[str, float, float]] = [
+        ("proc: span + metrics, per invocation",
+         per_op(lambda: invocation_before(parent), clear, repeat),
+         per_op(lambda: invocation_after(parent), clear, repeat)),
+        ("proc: drain + encode, per span",
+         per_item(filled(invocation_before), lambda _: recorder.drain_bytes(10**6), BATCH,
+                  repeat),
+         per_item(filled(invocation_after), lambda _: recorder.drain_bytes(10**6), BATCH,
+                  repeat)),
+    ]
+    rows.append(("proc: total per invocation", rows[0][1] + rows[1][1], rows[0][2] + rows[1][2]))
+    rows.append(("controller: call span start+end", per_op(call_before, clear, repeat),
+                 per_op(call_after, clear, repeat)))
+    rows.append(("controller: Store.ingest, per span", ingest_cost(batches(invocation_before)),
+                 ingest_cost(batches(invocation_after))))
 
-    def batch_of(record: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            for _ in range(BATCH):
-                record()
-            drain_encode()
-        return run
-
-    span_only = per_op(invocation_before, clear, repeat), per_op(invocation_after, clear, repeat)
-    with_drain = (per_op(batch_of(invocation_before), clear, repeat, 200) / BATCH,
-                  per_op(batch_of(invocation_after), clear, repeat, 200) / BATCH)
-    rows.append(("proc: drain + encode, per span", with_drain[0] - span_only[0],
-                 with_drain[1] - span_only[1]))
-    rows.append(("proc: total per invocation", *with_drain))
-    pair("controller: call span start+end", call_before, call_after)
-
-    generic = drained_batches(recorder, fresh_parent_invocation(False), 64)
-    compact = drained_batches(recorder, fresh_parent_invocation(True), 64)
-    rows.append(("controller: Store.ingest, per span", ingest_cost(generic),
-                 ingest_cost(compact)))
-
-    print(f"{'per operation (median of ' + str(repeat) + ')':45s} {'before':>9s} {'after':>9s}")
+    gc_note = "with GC" if "--gc" in sys.argv else "no GC"
+    print(f"{f'per operation (median of {repeat}, {gc_note})':45s} {'before':>9s} {'after':>9s}")
     for name, before, after in rows:
-        print(f"{name:45s} {before * 1e6:7.2f} µs {after * 1e6:7.2f} µs")
+        print(f"{name:45s} {before * 1e6:6.2f} µs {after * 1e6:6.2f} µs")
 
     sink = open("/dev/null", "w")  # noqa: SIM115
     tee = StreamTee(sink, "stdout", recorder)
     bare = per_op(lambda: print("loss=0.25 step=100", file=sink), clear, repeat)
     teed = per_op(lambda: print("loss=0.25 step=100", file=tee), clear, repeat)  # type: ignore[arg-type]
     store = Store()
-    for batch in compact[:10]:
-        store.ingest(batch)
+    for shipped in batches(invocation_after)[:2]:
+        store.ingest(shipped)
     others = {
         "print() through the tee (extra per line)": teed - bare,
         "HLC now()": per_op(now, clear, repeat),
         "Store.spans(limit=1000), per span returned": per_op(lambda: store.spans(limit=1000),
                                                             clear, repeat, 20) / 1000,
+        "Store.spans(trace_id=...), per query": per_op(
+            lambda: store.spans(trace_id=PARENTS[7][0]), clear, repeat, 200),
     }
     print()
     for name, seconds in others.items():
-        print(f"{name:45s} {seconds * 1e6:7.2f} µs")
+        print(f"{name:45s} {seconds * 1e6:6.2f} µs")
     sys.stdout.flush()
 
 
