@@ -32,7 +32,6 @@ from monarch.telemetry import (
     call_site,
     count_bytes,
     count_message,
-    encode_batch,
     end_invocation,
     invocation_site,
     now,

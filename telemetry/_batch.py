@@ -29,8 +29,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
 from ._columns import read_site_spans
+from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
 
 BATCH_VERSION = 1
 _KINDS = (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)

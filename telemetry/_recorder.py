@@ -73,7 +73,8 @@ class Recorder:
             self.count_dropped("span")
 
     def add_site_span(self, item: tuple[Any, ...]) -> None:
-        """Buffers an ended site span: (open span tuple, end_ns, outcome), see `_sites`.
+        """Buffers an ended site span: (site id, trace_id, span_id, parent_span_id, start_ns,
+        value, end_ns, outcome), see `monarch.telemetry._sites`.
 
         A span that does not fit is dropped, but its invocation metrics are still counted.
         """

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._metrics import MetricsTable
 
-_MAX_CACHED = 4096
-
-
 class SpanSite:
     """What many spans share: their name and attributes, and the key of their per-span value.
+
+    Sites are made once and live as long as the process (spans waiting to be shipped name
+    them by `id`): get them from `invocation_site` / `call_site`, which make each only once.
 
     Args:
         name: the spans' name, e.g. ``trainer.step``.
@@ -36,7 +37,7 @@ class SpanSite:
         counted: (mesh, method) for invocation sites, whose spans feed the invocation metrics.
     """
 
-    __slots__ = ("attributes", "counted", "name", "value_key")
+    __slots__ = ("attributes", "counted", "id", "name", "value_key")
 
     def __init__(self, name: str, attributes: dict[str, Any], value_key: str | None = None,
                  counted: tuple[str, str] | None = None) -> None:
@@ -44,44 +45,48 @@ class SpanSite:
         self.attributes = attributes
         self.value_key = value_key
         self.counted = counted
+        with _lock:
+            self.id = len(_by_id)
+            _by_id.append(self)
 
     def to_wire(self) -> list[Any]:
         """Returns ``[name, attributes, value_key]``, the site's form in a batch."""
         return [self.name, self.attributes, self.value_key]
 
 
+# Every site by id. Pending spans hold the id, not the site: a tuple of ints, bytes and strs is
+# one the garbage collector stops tracking (at its first pass), so pending spans cost it nothing.
+_by_id: list[SpanSite] = []
+_lock = threading.Lock()
 _invocation_sites: dict[tuple[Any, ...], SpanSite] = {}
 _call_sites: dict[tuple[Any, ...], SpanSite] = {}
 
 
+def site_by_id(site_id: int) -> SpanSite:
+    """Returns the site with this `SpanSite.id`."""
+    return _by_id[site_id]
+
+
 def invocation_site(mesh: str, actor_class: str, rank: Any, method: str) -> SpanSite:
-    """Returns the (cached) site of one actor's endpoint: span ``<mesh>.<method>`` with
+    """Returns the site of one actor's endpoint (made once): span ``<mesh>.<method>`` with
     attributes mesh, actor_class, rank, method, and each span's ``bytes_in``."""
     key = (mesh, actor_class, rank, method)
     site = _invocation_sites.get(key)
     if site is None:
         attributes = {"mesh": mesh, "actor_class": actor_class, "rank": rank, "method": method}
-        site = _cache(_invocation_sites, key,
-                      SpanSite(f"{mesh}.{method}", attributes, "bytes_in", (mesh, method)))
+        site = _invocation_sites.setdefault(
+            key, SpanSite(f"{mesh}.{method}", attributes, "bytes_in", (mesh, method)))
     return site
 
 
 def call_site(mesh: str, method: str, adverb: str) -> SpanSite:
-    """Returns the (cached) site of a caller's span ``call <mesh>.<method>`` made with
-    ``adverb`` (call, call_one, broadcast, ...)."""
+    """Returns the site of a caller's span ``call <mesh>.<method>`` made with ``adverb`` (call,
+    call_one, broadcast, ...); made once."""
     key = (mesh, method, adverb)
     site = _call_sites.get(key)
     if site is None:
         attributes = {"mesh": mesh, "method": method, "adverb": adverb}
-        site = _cache(_call_sites, key, SpanSite(f"call {mesh}.{method}", attributes))
-    return site
-
-
-def _cache(table: dict[tuple[Any, ...], SpanSite], key: tuple[Any, ...],
-           site: SpanSite) -> SpanSite:
-    if len(table) >= _MAX_CACHED:  # meshes come and go: keep the cache bounded
-        table.clear()
-    table[key] = site
+        site = _call_sites.setdefault(key, SpanSite(f"call {mesh}.{method}", attributes))
     return site
 
 
@@ -97,10 +102,10 @@ def drain_site_spans(queue: deque[Any], n: int,
     items = list(map(operator.call, itertools.repeat(queue.popleft, min(n, len(queue)))))
     if not items:
         return [], []
-    heads, ends, outcomes = zip(*items)
-    site_of, traces, spans, parents, starts, values, _ = zip(*heads)
-    sites = list(dict.fromkeys(site_of))
-    indices = list(map({site: i for i, site in enumerate(sites)}.__getitem__, site_of))
+    site_ids, traces, spans, parents, starts, values, ends, outcomes = zip(*items)
+    ids = list(dict.fromkeys(site_ids))
+    indices = list(map({site_id: i for i, site_id in enumerate(ids)}.__getitem__, site_ids))
+    sites = [_by_id[site_id] for site_id in ids]
     names = list(dict.fromkeys(outcomes))
     outcome_indices = list(map({name: i for i, name in enumerate(names)}.__getitem__, outcomes))
     _count(sites, indices, starts, ends, values, metrics)
@@ -137,7 +142,8 @@ def _total(values: Any) -> int:
 
 def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> None:
     """Counts the metrics of an ended invocation whose span could not be buffered."""
-    (site, _, _, _, start, value, _), end, _ = item
+    site_id, _, _, _, start, value, end, _ = item
+    site = _by_id[site_id]
     if site.counted is not None:
         mesh, method = site.counted
         metrics.add_invocations(mesh, method, [end - start], _total([value]))

@@ -25,8 +25,9 @@ from ._sites import SpanSite
 _time_ns = time.time_ns
 _trace_var = _context._trace
 
-Invocation = tuple[Any, ...]
-"""An open invocation span: (site, trace_id, span_id, parent_span_id, start_ns, value, token)."""
+Invocation = tuple[tuple[Any, ...], contextvars.Token[TraceContext | None]]
+"""An open invocation span: ((site id, trace_id, span_id, parent_span_id, start_ns, value),
+the token that restores the trace context)."""
 
 
 class SpanHandle:
@@ -151,7 +152,7 @@ def begin_invocation(site: SpanSite, parent: TraceContext | None, value: Any = N
     trace_id, parent_span_id = _ids(parent) if parent is None else parent
     span_id = new_span_id()
     token = _trace_var.set((trace_id, span_id))
-    return (site, trace_id, span_id, parent_span_id, _time_ns(), value, token)
+    return (site.id, trace_id, span_id, parent_span_id, _time_ns(), value), token
 
 
 def end_invocation(invocation: Invocation, outcome: str = "ok") -> None:
@@ -161,13 +162,14 @@ def end_invocation(invocation: Invocation, outcome: str = "ok") -> None:
         invocation: from `begin_invocation`; end it once.
         outcome: ``ok``, ``error``, ``cancelled``, ...
     """
+    head, token = invocation
     recorder = _recorder._process
     if len(recorder._site_spans) < recorder._max_spans:  # add_site_span, inlined: hot path
-        recorder._site_spans.append((invocation, _time_ns(), outcome))
+        recorder._site_spans.append(head + (_time_ns(), outcome))
     else:
-        recorder.add_site_span((invocation, _time_ns(), outcome))
+        recorder.add_site_span(head + (_time_ns(), outcome))
     try:
-        _trace_var.reset(invocation[6])
+        _trace_var.reset(token)
     except ValueError:  # ended in another context (thread/task): nothing to restore here
         pass
 
@@ -186,14 +188,14 @@ class SiteSpan:
         trace_id, parent_span_id = _ids(parent)
         span_id = new_span_id()
         self.context: TraceContext = (trace_id, span_id)
-        self._head: Invocation | None = (site, trace_id, span_id, parent_span_id, _time_ns(),
-                                         None, None)
+        self._head: tuple[Any, ...] | None = (site.id, trace_id, span_id, parent_span_id,
+                                              _time_ns(), None)
 
     def end(self, outcome: str = "ok") -> None:
         """Finishes the span (later calls do nothing)."""
         head, self._head = self._head, None
         if head is not None:
-            _recorder._process.add_site_span((head, _time_ns(), outcome))
+            _recorder._process.add_site_span(head + (_time_ns(), outcome))
 
 
 def start_site_span(site: SpanSite, parent: TraceContext | None = None) -> SiteSpan:

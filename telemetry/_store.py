@@ -18,8 +18,8 @@ from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
-from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
 from ._columns import SiteSpanColumns, read_site_spans
+from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
 from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
