@@ -4,7 +4,8 @@ Many spans share their name and most attributes: every invocation of one actor's
 (mesh, actor class, rank, method), every call of one endpoint on one mesh. A `SpanSite` holds
 what they share and is made once; each span then records only its ids, times, outcome and one
 per-span value (an invocation's bytes in). The invocation hot path is a tuple, a deque append and
-the trace context, without a lock: the invocation metrics (``messages_handled``,
+the trace context, without a lock; the tuple holds only atoms (the site by id), so the garbage
+collector soon stops tracking it. The invocation metrics (``messages_handled``,
 ``handler_latency_seconds``, ``message_bytes{received}``) are derived from the spans when the
 recorder drains them, or counted at once when the buffer is full and the span is dropped.
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._metrics import MetricsTable
+
 
 class SpanSite:
     """What many spans share: their name and attributes, and the key of their per-span value.

@@ -3,6 +3,10 @@
 Everything every process shipped, kept in memory up to fixed limits (oldest evicted first), also
 for ranks and processes that have died. Thread-safe: the I/O thread ingests while the admin API
 and the console query and subscribe.
+
+Ingesting is on the controller's hot path (every process ships every 100 ms): site spans are
+checked column by column and kept as they came (`monarch.telemetry._spanlog`); `SpanRecord`s are
+made for the spans a query returns, or for subscribers when there are any.
 """
 
 from __future__ import annotations
