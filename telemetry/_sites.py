@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import os
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,14 @@ class SpanSite:
 # one the garbage collector stops tracking (at its first pass), so pending spans cost it nothing.
 _by_id: list[SpanSite] = []
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # the parent's may have been held by another thread
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _invocation_sites: dict[tuple[Any, ...], SpanSite] = {}
 _call_sites: dict[tuple[Any, ...], SpanSite] = {}
 

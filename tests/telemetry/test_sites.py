@@ -20,6 +20,7 @@ from monarch.telemetry import (
     invocation_site,
     set_process_recorder,
     start_site_span,
+    start_span,
 )
 from monarch.telemetry._metrics import LATENCY_BOUNDS, MetricsTable
 
@@ -139,6 +140,18 @@ def test_one_call_is_one_trace_in_the_store(recorder: Recorder) -> None:
     assert all(s.parent_span_id == call.context[1] for s in trace[1:])
     assert sorted(s.attributes["rank"] for s in trace[1:]) == [0, 1, 2, 3]
     assert all(isinstance(s, SpanRecord) for s in trace)
+
+
+def test_user_spans_and_site_spans_of_one_trace_come_back_together(recorder: Recorder) -> None:
+    invocation = begin_invocation(invocation_site("trainer", "Trainer", 0, "step"), PARENT, 0)
+    start_span("user work").end()
+    end_invocation(invocation)
+    store = Store()
+    store.ingest(encode_batch(drain(recorder)))
+    trace = store.spans(trace_id=PARENT[0])
+    assert [s.name for s in trace] == ["trainer.step", "user work"]  # by start time
+    assert trace[1].parent_span_id == trace[0].span_id
+    assert [s.name for s in store.spans(limit=1)] == ["trainer.step"]  # records, then site spans
 
 
 def test_store_filters_site_spans_by_mesh_and_name(recorder: Recorder) -> None:
