@@ -81,7 +81,7 @@ def call_span(mesh_name: str, method: str, mode: str) -> Any:
 def end_call_span(span: Any, future: Any) -> Callable[[], None]:
     """A done-callback ending `span` with the future's outcome."""
     def end() -> None:
-        span.end("error" if future._state == 3 else "ok")
+        span.end("error" if future.failed() else "ok")
 
     return end
 

@@ -332,3 +332,23 @@ def test_tcp_transport_for_local_procs():
     procs.stop().get(timeout=20)
     with pytest.raises(ValueError, match="not available"):
         enable_transport("quic")
+
+
+def test_a_failed_call_is_an_error_span(procs):
+    import time
+
+    from monarch._controller._job import current_job
+
+    mesh = procs.spawn("span_outcome", Echo)
+    with pytest.raises(ActorError):
+        mesh.slice(gpus=0).boom.call_one(1).get()
+    mesh.slice(gpus=0).add.call_one(1).get()
+    store = current_job().store
+    deadline = time.monotonic() + 10
+    while True:
+        spans = {s.name: s.outcome for s in store.spans(limit=5000)
+                 if s.name.startswith("call span_outcome.")}
+        if len(spans) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert spans == {"call span_outcome.boom": "error", "call span_outcome.add": "ok"}
