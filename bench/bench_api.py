@@ -27,6 +27,7 @@ import math
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -342,10 +343,28 @@ def bench_death(rig: Rig) -> dict[str, float]:
     return out
 
 
-@bench("telemetry", planned=True)
+@bench("telemetry")
 def bench_telemetry(rig: Rig) -> dict[str, float]:
-    """call_one p50 with telemetry on vs off: ..._telemetry_on_us, ..._off_us, overhead_pct."""
-    raise NotImplementedError
+    """call_one p50 with telemetry on vs off (pymonarch's MONARCH_TELEMETRY): overhead_pct.
+
+    Each side runs in its own child process of this script (the switch is read when a job
+    starts), alternated three times; medians. Skipped for implementations without the switch.
+    """
+    if not (_distribution_version() or "").startswith("pymonarch"):
+        log("telemetry: only pymonarch has a telemetry switch; skipped")
+        return {}
+    p50: dict[str, list[float]] = {"1": [], "0": []}
+    for _ in range(rig.n(3, 1)):
+        for flag in ("1", "0"):
+            args = [sys.executable, os.path.abspath(__file__), "--only", "call_one"]
+            if rig.quick:
+                args.append("--quick")
+            env = dict(os.environ, MONARCH_TELEMETRY=flag)
+            out = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+            p50[flag].append(json.loads(out.stdout)["call_one_p50_us"])
+    on, off = statistics.median(p50["1"]), statistics.median(p50["0"])
+    return {"call_one_p50_telemetry_on_us": on, "call_one_p50_telemetry_off_us": off,
+            "telemetry_overhead_pct": (on - off) / off * 100.0}
 
 
 class RdmaOwner(Actor):

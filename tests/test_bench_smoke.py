@@ -35,6 +35,10 @@ ROWS = [
     "rdma_write_256MiB_GBps",
     "rdma_tcp_read_256MiB_GBps",
     "rdma_tcp_write_1MiB_GBps",
+    "death_to_error_ms",
+    "death_to_supervise_ms",
+    "call_one_p50_telemetry_on_us",
+    "call_one_p50_telemetry_off_us",
 ]
 
 
