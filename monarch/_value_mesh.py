@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from ._extent import unsigned
+from ._geometry import OnView
 from ._shape import Extent, Point, View
 
 R = TypeVar("R")
@@ -22,7 +23,7 @@ class Shaped(Protocol):
     def sizes(self) -> Sequence[int]: ...
 
 
-class ValueMesh(Generic[R]):
+class ValueMesh(OnView, Generic[R]):
     """Values laid out on a named n-d extent, one per point, in row-major order.
 
     Prints as Monarch does: `ValueMesh({gpus: 2}):` then the `pprint` of its `(point, value)`
@@ -101,43 +102,6 @@ class ValueMesh(Generic[R]):
 
     def __len__(self) -> int:
         return len(self._view)
-
-    # -- geometry --------------------------------------------------------------------------
-    def slice(self, **selection: Any) -> ValueMesh[R]:
-        """The values at the given coordinates: an int drops the dimension, a slice keeps it.
-
-        Raises:
-            TypeError: a label is not a dimension.
-            IndexError: an index is out of range.
-            ValueError: a slice is empty or out of range.
-        """
-        return self._with(self._view.slice(**selection))
-
-    def flatten(self, name: str) -> ValueMesh[R]:
-        """The same values along one dimension `name` (the mesh must be dense)."""
-        return self._with(self._view.flatten(name))
-
-    def rename(self, **names: str) -> ValueMesh[R]:
-        """The same values with dimensions renamed (`old=new`)."""
-        return self._with(self._view.rename(**names))
-
-    def split(self, **kwargs: Any) -> ValueMesh[R]:
-        """The same values with dimensions split (see `View.split`)."""
-        return self._with(self._view.split(**kwargs))
-
-    @property
-    def extent(self) -> Extent:
-        """Dimension labels and sizes."""
-        return self._view.extent
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        """Sizes by dimension label."""
-        return dict(zip(self._view.labels, self._view.sizes))
-
-    def size(self, dim: str | Sequence[str] | None = None) -> int:
-        """The number of values, or the product of the sizes of `dim` (one label or several)."""
-        return self._view.size(dim, owner=self)
 
     # -- printing and pickling -------------------------------------------------------------
     def __repr__(self) -> str:
