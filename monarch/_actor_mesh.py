@@ -8,7 +8,7 @@ message to the first rank of the view; the procs fan it out (see `_process`).
 from __future__ import annotations
 
 import random
-from typing import Any, Generic, TypeVar
+from typing import Any, Sequence, Generic, TypeVar
 
 from . import _context, _instrument, _process
 from ._endpoint import ActorEndpoint, NotAnEndpoint
@@ -51,7 +51,7 @@ class ActorMesh(Generic[A]):
         if name.startswith("_"):
             raise AttributeError(name)
         if name in self._endpoints:
-            endpoint = ActorEndpoint(self, name)
+            endpoint: ActorEndpoint[Any, Any] = ActorEndpoint(self, name)
             self.__dict__[name] = endpoint
             return endpoint
         if name in self._methods:
@@ -177,11 +177,9 @@ class ActorMesh(Generic[A]):
         extent = self._view.extent
         return dict(zip(extent.labels, extent.sizes))
 
-    def size(self, label: str | None = None) -> int:
-        """The number of actors, or the size of dimension `label`."""
-        if label is None:
-            return len(self._ranks)
-        return self.sizes[label]
+    def size(self, label: str | Sequence[str] | None = None) -> int:
+        """The number of actors, or the size of dimension(s) `label`."""
+        return self._view.size(label, owner=self)
 
     def __len__(self) -> int:
         return len(self._ranks)

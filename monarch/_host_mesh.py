@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from . import _services
 from ._proc_mesh import ProcMesh
@@ -72,9 +72,9 @@ class HostMesh:
         extent = self._view.extent
         return dict(zip(extent.labels, extent.sizes))
 
-    def size(self, label: str | None = None) -> int:
-        """The number of hosts, or the size of dimension `label`."""
-        return len(self._view) if label is None else self.sizes[label]
+    def size(self, label: str | Sequence[str] | None = None) -> int:
+        """The number of hosts, or the size of dimension(s) `label`."""
+        return self._view.size(label, owner=self)
 
     def __len__(self) -> int:
         return len(self._view)

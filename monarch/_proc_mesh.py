@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any, TypeVar
+from typing import Any, Sequence, TypeVar
 
 import msgpack
 
@@ -100,9 +100,9 @@ class ProcMesh:
         extent = self._view.extent
         return dict(zip(extent.labels, extent.sizes))
 
-    def size(self, label: str | None = None) -> int:
-        """The number of procs, or the size of dimension `label`."""
-        return len(self._ranks) if label is None else self.sizes[label]
+    def size(self, label: str | Sequence[str] | None = None) -> int:
+        """The number of procs, or the size of dimension(s) `label`."""
+        return self._view.size(label, owner=self)
 
     def __len__(self) -> int:
         return len(self._ranks)
