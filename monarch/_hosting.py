@@ -280,6 +280,10 @@ class ActorSlot:
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         raise NotImplementedError
 
+    def queue_depth(self) -> int:
+        """Messages waiting in this actor's queue (approximate, any thread)."""
+        return 0
+
 
 class SyncSlot(ActorSlot):
     """A sync actor: its own thread runs `__init__` then each message in order."""
@@ -290,6 +294,9 @@ class SyncSlot(ActorSlot):
         self.leading = False
         threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
                          daemon=True).start()
+
+    def queue_depth(self) -> int:
+        return self._queue.qsize() + len(self._local)
 
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         self._queue.put(item)
@@ -385,6 +392,9 @@ class AsyncSlot(ActorSlot):
         self._wakeup = asyncio.Event()
         self._loop.create_task(self._run())
 
+    def queue_depth(self) -> int:
+        return len(self._pending)
+
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         self._pending.append(item)
         self._loop.call_soon_threadsafe(self._wake)
@@ -459,7 +469,9 @@ def spawn_handler(runtime: ProcessRuntime, proc_mesh: Any) -> Any:
         runtime.notify(header.controller, "actor_started", {
             "mesh": header.mesh, "name": header.name, "class_name": header.class_name,
             "owner": header.owner, "owner_id": header.owner_id, "procs": msg.procs,
-            "rank": slot.rank.rank, "proc": runtime.identity.name, "label": slot.label()})
+            "rank": slot.rank.rank, "proc": runtime.identity.name, "label": slot.label(),
+            "coords": dict(slot.rank), "labels": list(slot.rank.extent.labels),
+            "sizes": list(slot.rank.extent.sizes)})
 
     return spawn
 
@@ -513,7 +525,8 @@ def stats_handler(runtime: ProcessRuntime) -> Any:
                 "denied_peers": inbox.denied_peers,
                 "failed_handshakes": inbox.failed_handshakes,
                 "internal_errors": runtime.internal_errors, "pid": os.getpid(),
-                "actors": {mesh: {"state": slot.state, "handled": slot.handled}
+                "actors": {mesh: {"state": slot.state, "handled": slot.handled,
+                                  "queued": slot.queue_depth()}
                            for mesh, slot in runtime.actors.items()}}
         data, _ = _serial.dumps(body)
         runtime.reply(msg.port, msg.lo, OK, [data])

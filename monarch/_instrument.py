@@ -53,8 +53,10 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     if capture:
         telemetry.install_capture()
     recorder = telemetry.process_recorder()
+    sample = queue_sampler(runtime) if enabled else (lambda: None)
 
     def ship() -> None:
+        sample()
         if ingest is not None:  # the controller's own records: no need to encode them
             wire = recorder.drain()
             if wire is not None:
@@ -71,6 +73,21 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
 
     runtime.call_later(SHIP_S, ship)
     runtime.flush_telemetry = ship
+
+
+def queue_sampler(runtime: Any) -> Callable[[], None]:
+    """Sets ``queue_depth{actor}`` of each actor of the process when it changed (sampled with
+    each shipment, off the message path)."""
+    last: dict[str, int] = {}
+
+    def sample() -> None:
+        for slot in list(runtime.actors.values()):
+            actor, depth = slot.instance.actor_id, slot.queue_depth()
+            if last.get(actor) != depth:
+                last[actor] = depth
+                telemetry.set_queue_depth(actor, depth)
+
+    return sample
 
 
 def call_span(mesh_name: str, method: str, mode: str) -> Any:

@@ -17,7 +17,6 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from .. import _hosting, _instrument, _process, _services, config, telemetry
@@ -29,9 +28,12 @@ from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
 from .._process import ProcessRuntime
 from .._rdma._segments import sweep_job as sweep_rdma_segments
+from .._rundir import run_root
 from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry
+from ._admin import start_admin
+from ._exporters import start_exporters
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
 
@@ -55,22 +57,12 @@ def current_job() -> "Job | None":
     return _job
 
 
-def run_root() -> Path:
-    """The per-user directory (mode 0700) holding each running job's directory."""
-    base = os.environ.get("MONARCH_RUN_DIR") or f"/tmp/monarch-{os.getuid()}"
-    root = Path(base)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if root.stat().st_uid != os.getuid():
-        raise PermissionError(f"{root} belongs to another user")
-    os.chmod(root, 0o700)
-    return root
-
-
 class Job:
     """The controller's job-level state. Created by `ensure_job`."""
 
     def __init__(self) -> None:
         self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self.started = time.time()
         self.run_dir = run_root() / self.job_id
         self.run_dir.mkdir(mode=0o700)
         self.hostname = socket.gethostname()
@@ -86,6 +78,8 @@ class Job:
                                      on_started=self._proc_started)
         self.workers = Workers(self)
         self._spawning: dict[str, tuple[list[ProcRecord], Future[Any]]] = {}
+        self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
+        """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
         self.agent = HostAgent(
             on_fork=lambda proc, pid: self.runtime.call_soon(
@@ -111,6 +105,8 @@ class Job:
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
         self.runtime.start()
+        self.exporters = start_exporters(self)
+        self.admin = start_admin(self)
         atexit.register(self.shutdown)
 
     def _record_failure(self, failure: dict[str, Any]) -> None:
@@ -186,6 +182,7 @@ class Job:
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
         procs = f"{name or 'procs'}-{secrets.token_hex(3)}"
+        self.proc_extents[procs] = (list(labels), list(sizes))
         count = 1
         for size in sizes:
             count *= size
@@ -328,6 +325,8 @@ class Job:
         if self._shut:
             return
         self._shut = True
+        if self.admin is not None:
+            self.admin.close()
         try:
             if self.runtime._thread is not None and self.runtime._thread.is_alive():
                 _services.call("shutdown_hosts", [LOCAL_HOST]).get(timeout=timeout)
@@ -335,6 +334,7 @@ class Job:
             pass
         self.runtime.call_soon(self.workers.shutdown)
         time.sleep(0.05)
+        self.exporters.close()
         self.agent.close()
         self.runtime.close()
         sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave

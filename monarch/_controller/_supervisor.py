@@ -55,6 +55,10 @@ class MeshRecord:
     """rank in the mesh -> the actor's label, `<root>.<__main__.A a{'gpus': 0/2}>`."""
     states: dict[int, str] = dataclasses.field(default_factory=dict)
     """rank in the mesh -> running / failed / stopped."""
+    coords: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)
+    """rank in the mesh -> its coordinates in the mesh's extent."""
+    extent: tuple[list[str], list[int]] = ([], [])
+    """The mesh's (labels, sizes)."""
 
 
 class Supervisor:
@@ -198,6 +202,8 @@ class Supervisor:
         mesh.ranks[body["rank"]] = body["proc"]
         mesh.labels[body["rank"]] = body["label"]
         mesh.states[body["rank"]] = RUNNING
+        mesh.coords[body["rank"]] = body.get("coords", {})
+        mesh.extent = (body.get("labels", []), body.get("sizes", []))
         record = self.procs.get(body["proc"])
         if record is not None:
             record.meshes.add(body["mesh"])

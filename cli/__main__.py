@@ -1,0 +1,5 @@
+"""`python -m monarch.cli ...` runs the `monarch` command."""
+
+from monarch.cli import main
+
+main()

@@ -1,0 +1,88 @@
+"""What every command shares: the client, JSON and text output, colours, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn, TypeVar
+
+import typer
+
+from monarch.admin import AdminClient, AdminError, NoJobError, connect
+
+EXIT_FAILED, EXIT_NO_JOB = 1, 3
+T = TypeVar("T")
+
+
+def client(ctx: typer.Context) -> AdminClient:
+    """The client of the job chosen by the global options (exits 3 if there is none)."""
+    opts = ctx.find_root().obj or {}
+    try:
+        return connect(opts.get("addr"), opts.get("token"), opts.get("job"))
+    except NoJobError as exc:
+        fail(str(exc), EXIT_NO_JOB)
+
+
+@contextmanager
+def admin_errors() -> Iterator[None]:
+    """Turns AdminError into a message on stderr and a non-zero exit."""
+    try:
+        yield
+    except AdminError as exc:
+        fail(str(exc), EXIT_NO_JOB if exc.status is None else EXIT_FAILED)
+
+
+def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)`, with admin errors reported as by `admin_errors`."""
+    with admin_errors():
+        return fn(*args, **kwargs)
+    raise AssertionError("unreachable")
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """Prints `monarch: error: message` on stderr and exits with `code`."""
+    typer.echo(f"monarch: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def note(message: str) -> None:
+    """A diagnostic line on stderr."""
+    typer.echo(message, err=True)
+
+
+def emit_json(value: Any) -> None:
+    """Machine output on stdout."""
+    typer.echo(json.dumps(value, indent=2, default=str))
+
+
+def color_enabled() -> bool:
+    """Colours on a terminal, unless NO_COLOR is set (https://no-color.org)."""
+    return "NO_COLOR" not in os.environ and sys.stdout.isatty()
+
+
+STATE_COLORS = {"running": "green", "failed": "red", "stopped": "bright_black",
+                "stopping": "yellow", "starting": "cyan", "pass": "green", "slow": "yellow",
+                "fail": "red", "ok": "green", "degraded": "yellow"}
+
+
+def paint(text: str, color: str | None = None, bold: bool = False) -> str:
+    """`text` in `color` when colours are on."""
+    if not color_enabled() or (color is None and not bold):
+        return text
+    return typer.style(text, fg=color, bold=bold)
+
+
+def state(text: str) -> str:
+    """A state word in its colour (failed in red, running in green...)."""
+    return paint(text, STATE_COLORS.get(text))
+
+
+def find_mesh(topology: dict[str, Any], mesh: str) -> dict[str, Any] | None:
+    """The mesh with this id, or the newest with this name."""
+    meshes = topology["meshes"]
+    exact = [m for m in meshes if m["mesh"] == mesh]
+    named = [m for m in meshes if m["name"] == mesh]
+    return (exact or named or [None])[-1]

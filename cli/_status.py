@@ -1,0 +1,130 @@
+"""`monarch status` (the tree: hosts → procs → actors) and `monarch ps` (one line per actor)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from ._common import EXIT_FAILED, call, client, emit_json, paint, state
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status")(status)
+    app.command("ps")(ps)
+
+
+def status(ctx: typer.Context,
+           as_json: bool = typer.Option(False, "--json", help="Print JSON (job + topology)."),
+           ) -> None:
+    """The job as a tree: hosts → procs → actors, with state, counters and failures.
+
+    Exits 1 when the job has failures.
+    """
+    admin = client(ctx)
+    job, topology = call(admin.job), call(admin.topology)
+    if as_json:
+        emit_json({"job": job, **topology})
+    else:
+        typer.echo("\n".join(render_status(job, topology)))
+    if job["health"] != "ok":
+        raise typer.Exit(EXIT_FAILED)
+
+
+def ps(ctx: typer.Context,
+       as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per actor)."),
+       ) -> None:
+    """One line per actor: mesh, rank, point, proc, pid, state, counters."""
+    admin = client(ctx)
+    rows = actor_rows(call(admin.topology))
+    if as_json:
+        emit_json(rows)
+        return
+    header = ["MESH", "RANK", "POINT", "PROC", "PID", "STATE", "MSGS", "P50MS", "QUEUE", "LAST"]
+    table = [[str(r[k] if r[k] is not None else "-") for k in
+              ("mesh", "rank", "point", "proc", "pid", "state", "messages", "latency_p50_ms",
+               "queue_depth", "last_method")] for r in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(header)]
+    typer.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    for row in table:
+        cells = [c.ljust(w) for c, w in zip(row, widths)]
+        cells[5] = state(row[5]) + " " * (widths[5] - len(row[5]))
+        typer.echo("  ".join(cells).rstrip())
+
+
+def actor_rows(topology: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every actor of every mesh as a flat row (with its proc's pid)."""
+    pids = {p["proc"]: p["pid"] for h in topology["hosts"] for p in h["procs"]}
+    return [{"mesh": m["name"], "mesh_id": m["mesh"], "class_name": m["class_name"],
+             "rank": a["rank"], "point": _point(a["point"]), "proc": a["proc"],
+             "pid": pids.get(a["proc"]), "state": a["state"], "messages": a["messages"],
+             "latency_p50_ms": a["latency_p50_ms"], "queue_depth": a["queue_depth"],
+             "last_method": a["last_method"], "failure": a["failure"]}
+            for m in topology["meshes"] for a in m["actors"]]
+
+
+def render_status(job: dict[str, Any], topology: dict[str, Any]) -> list[str]:
+    """The status tree as lines."""
+    counts = job["counts"]
+    health = paint(job["health"], {"ok": "green", "degraded": "yellow"}.get(job["health"], "red"),
+                   bold=True)
+    lines = [f"job {paint(job['job_id'], bold=True)}  pid {job['pid']}  host {job['hostname']}"
+             f"  up {_duration(job['uptime_s'])}  health {health}",
+             f"  {counts['hosts']} host(s), {counts['procs_live']}/{counts['procs']} procs live, "
+             f"{counts['meshes']} mesh(es), {counts['actors']} actor(s), "
+             f"{counts['failures']} failure(s)"]
+    actors = _actors_by_proc(topology)
+    for host in topology["hosts"]:
+        lines.append(f"host {paint(host['hostname'] or host['id'], bold=True)} ({host['id']})")
+        for i, proc in enumerate(host["procs"]):
+            last = i == len(host["procs"]) - 1
+            lines += _proc_lines(proc, actors.get(proc["proc"], []), last)
+    if topology["failures"]:
+        lines.append(paint(f"failures ({len(topology['failures'])}):", "red", bold=True))
+        for f in topology["failures"]:
+            where = f"{f['mesh_name']}[{f['rank']}]" if f.get("rank") is not None \
+                else f["mesh_name"]
+            lines.append(f"  {paint(where, 'red')} pid {f.get('pid')} on {f.get('host')}: "
+                         f"{f.get('reason')}")
+    return lines
+
+
+def _proc_lines(proc: dict[str, Any], actors: list[tuple[dict, dict]], last: bool) -> list[str]:
+    branch, cont = ("└─ ", "   ") if last else ("├─ ", "│  ")
+    c = proc["counters"]
+    point = f" {_point(proc['point'])}" if proc.get("point") else ""
+    lines = [f"{branch}proc {proc['proc']}{point}  pid {proc['pid']}  {state(proc['state'])}"
+             f"  msgs {c['messages']}"]
+    for j, (mesh, actor) in enumerate(actors):
+        sub = "└─ " if j == len(actors) - 1 else "├─ "
+        p50 = actor["latency_p50_ms"]
+        lines.append(
+            f"{cont}{sub}{mesh['name']}[{actor['rank']}] {mesh['class_name']}  "
+            f"{state(actor['state'])}  msgs {actor['messages']}"
+            + (f"  p50 {p50:.3g}ms" if p50 is not None else "")
+            + f"  queue {actor['queue_depth']}"
+            + (f"  last {actor['last_method']}" if actor["last_method"] else ""))
+        if actor["failure"]:
+            pad = cont + ("   " if j == len(actors) - 1 else "│  ")
+            reason = actor["failure"].splitlines()[-1].strip()
+            lines.append(f"{pad}{paint('✗ ' + reason, 'red')}")
+    return lines
+
+
+def _actors_by_proc(topology: dict[str, Any]) -> dict[str, list[tuple[dict, dict]]]:
+    out: dict[str, list[tuple[dict, dict]]] = {}
+    for mesh in topology["meshes"]:
+        for actor in mesh["actors"]:
+            out.setdefault(actor["proc"], []).append((mesh, actor))
+    return out
+
+
+def _point(point: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in point.items()) or "-"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"

@@ -1,0 +1,248 @@
+"""The admin API's routes: each takes the request's parameters and returns JSON-able data, a
+`Stream` of records (sent as NDJSON), or `Text` (Prometheus, py-spy).
+
+Parameters come from the query string and, for POST, the JSON body (the body wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .. import telemetry
+from . import _admin_views as views
+from ._admin_actions import Actions, BadRequest, NotFound
+
+
+@dataclasses.dataclass
+class Stream:
+    """Records to send as NDJSON: `initial` dicts, then what `subscription` delivers and
+    `keep` accepts (converted by `convert`), until the client leaves or the server closes."""
+
+    subscription: telemetry.Subscription
+    initial: list[dict[str, Any]]
+    keep: Callable[[Any], bool]
+    convert: Callable[[Any], dict[str, Any]]
+    skip: set[int] = dataclasses.field(default_factory=set)
+    """`id()` of records already sent in `initial` (the subscription started before)."""
+
+    def batches(self, closing: Callable[[], bool], idle_s: float = 1.0) -> Iterator[list[dict]]:
+        """Lists of dicts to send; an empty list after `idle_s` without records (heartbeat)."""
+        if self.initial:
+            yield self.initial
+        sub = self.subscription
+        while not closing() and not sub.closed:
+            records = sub.wait(idle_s, 1000)
+            yield [self.convert(r) for r in records if id(r) not in self.skip and self.keep(r)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    """A plain-text answer."""
+
+    body: str
+    content_type: str = "text/plain; charset=utf-8"
+
+
+class Params:
+    """A request's parameters with typed accessors that raise BadRequest."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def text(self, name: str, default: str | None = None, required: bool = False) -> Any:
+        value = self.values.get(name, default)
+        if value is None and required:
+            raise BadRequest(f"missing parameter {name!r}")
+        return value if value is None else str(value)
+
+    def integer(self, name: str, default: int | None = None, required: bool = False) -> Any:
+        return self._number(int, name, default, required)
+
+    def number(self, name: str, default: float | None = None) -> Any:
+        return self._number(float, name, default, False)
+
+    def flag(self, name: str) -> bool:
+        return str(self.values.get(name, "")).lower() in ("1", "true", "yes", "on")
+
+    def _number(self, kind: type, name: str, default: Any, required: bool) -> Any:
+        value = self.values.get(name)
+        if value is None or value == "":
+            if required:
+                raise BadRequest(f"missing parameter {name!r}")
+            return default
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise BadRequest(f"parameter {name!r} must be a number, got {value!r}") from None
+
+
+class AdminApi:
+    """The routes of one job's admin API."""
+
+    def __init__(self, job: Any, address: Callable[[], str]) -> None:
+        self.job = job
+        self.store: telemetry.Store = job.store
+        self.actions = Actions(job)
+        self._address = address
+        self.routes: dict[tuple[str, str], Callable[[Params], Any]] = {
+            ("GET", "/v1"): self.index,
+            ("GET", "/v1/job"): self.job_info,
+            ("GET", "/v1/topology"): self.topology,
+            ("GET", "/v1/logs"): self.logs,
+            ("GET", "/v1/logs/follow"): self.follow_logs,
+            ("GET", "/v1/spans"): self.spans,
+            ("GET", "/v1/metrics"): self.metrics,
+            ("GET", "/metrics"): self.prometheus,
+            ("GET", "/v1/transfers"): self.transfers,
+            ("GET", "/v1/failures"): self.failures,
+            ("GET", "/v1/subscribe"): self.subscribe,
+            ("GET", "/v1/trace"): self.trace,
+            ("GET", "/v1/stats"): self.stats,
+            ("POST", "/v1/kill"): self.kill,
+            ("POST", "/v1/stop"): self.stop,
+            ("POST", "/v1/stack"): self.stack,
+            ("GET", "/v1/diagnose"): lambda p: self.actions.diagnose(),
+            ("POST", "/v1/break_next"): self.break_next,
+            ("GET", "/v1/debug/sessions"): self.debug_sessions,
+            ("POST", "/v1/debug/send"): self.debug_send,
+            ("GET", "/v1/debug/read"): self.debug_read,
+            ("POST", "/v1/debug/continue"): self.debug_continue,
+            ("POST", "/v1/debug/cast"): self.debug_cast,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.actions.on_loop(views.snapshot, self.job)
+
+    # -- reading ---------------------------------------------------------------------------
+    def index(self, p: Params) -> dict[str, Any]:
+        return {"routes": [f"{method} {path}" for method, path in sorted(self.routes)]}
+
+    def job_info(self, p: Params) -> dict[str, Any]:
+        return views.job_info(self.job, self.snapshot(), self._address())
+
+    def topology(self, p: Params) -> dict[str, Any]:
+        return views.topology(self.snapshot(), self.store)
+
+    def logs(self, p: Params) -> list[dict[str, Any]]:
+        records = self.store.logs(mesh=self._mesh_name(p.text("mesh")), rank=p.integer("rank"),
+                                  since_hlc=p.integer("since_hlc"), text=p.text("text"),
+                                  stream=p.text("stream"), limit=p.integer("limit", 500))
+        return [views.log_dict(r) for r in records]
+
+    def follow_logs(self, p: Params) -> Stream:
+        mesh, rank = self._mesh_name(p.text("mesh")), p.integer("rank")
+        subscription = self.store.subscribe(("log",))  # before the history: nothing is missed
+        n = p.integer("history", 0) or 0
+        history = self.store.logs(mesh=mesh, rank=rank, limit=n) if n > 0 else []
+
+        def keep(r: telemetry.LogRecord) -> bool:
+            return ((mesh is None or r.tags.get("mesh") == mesh)
+                    and (rank is None or r.tags.get("rank") == rank))
+
+        return Stream(subscription, [views.log_dict(r) for r in history], keep, views.log_dict,
+                      {id(r) for r in history})
+
+    def spans(self, p: Params) -> list[dict[str, Any]]:
+        trace = p.text("trace_id")
+        try:
+            trace_id = bytes.fromhex(trace) if trace else None
+        except ValueError:
+            raise BadRequest(f"trace_id must be hex, got {trace!r}") from None
+        spans = self.store.spans(trace_id=trace_id, mesh=self._mesh_name(p.text("mesh")),
+                                 name=p.text("name"), limit=p.integer("limit", 200))
+        return [views.span_dict(s) for s in spans]
+
+    def metrics(self, p: Params) -> list[dict[str, Any]]:
+        return [views.metric_dict(m) for m in self.store.metrics(by_process=p.flag("by_process"))]
+
+    def prometheus(self, p: Params) -> Text:
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(telemetry.StoreCollector(self.store))  # type: ignore[arg-type]
+        return Text(generate_latest(registry).decode(), CONTENT_TYPE_LATEST)
+
+    def transfers(self, p: Params) -> dict[str, Any]:
+        return views.transfers(self.store, p.number("window", 10.0),
+                               p.number("history_s", 60.0), p.number("bucket_s", 1.0))
+
+    def failures(self, p: Params) -> list[dict[str, Any]]:
+        return [views.failure_dict(f) for f in self.snapshot()["failures"]]
+
+    def subscribe(self, p: Params) -> Stream:
+        kinds = [k.strip() for k in (p.text("kinds") or "span,log,metric,transfer,failure")
+                 .split(",") if k.strip()]
+        try:
+            subscription = self.store.subscribe(kinds)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return Stream(subscription, [], lambda r: True, views.record_dict)
+
+    def trace(self, p: Params) -> dict[str, Any]:
+        spans = self.store.spans(mesh=self._mesh_name(p.text("mesh")),
+                                 limit=p.integer("limit", 100_000))
+        return telemetry.chrome_trace(spans, self.store.resources())
+
+    def stats(self, p: Params) -> dict[str, Any]:
+        return {"store": dataclasses.asdict(self.store.statistics()), "time": time.time()}
+
+    def _mesh_name(self, mesh: str | None) -> str | None:
+        """Telemetry tags meshes by name: a mesh id given by the caller becomes its name."""
+        if mesh is None:
+            return None
+
+        def name() -> str:
+            record = self.job.supervisor.meshes.get(mesh)
+            return record.name if record is not None else mesh
+
+        return self.actions.on_loop(name)
+
+    # -- actions ---------------------------------------------------------------------------
+    def kill(self, p: Params) -> dict[str, Any]:
+        return self.actions.kill(p.text("mesh", required=True), p.text("selection", ""),
+                                 p.text("sig", "KILL"))
+
+    def stop(self, p: Params) -> dict[str, Any]:
+        return self.actions.stop(p.text("mesh", required=True), p.text("selection", ""),
+                                 p.number("timeout"))
+
+    def stack(self, p: Params) -> Text:
+        return Text(self.actions.stack(p.text("proc", required=True)))
+
+    def break_next(self, p: Params) -> dict[str, Any]:
+        return self.actions.break_next(p.text("mesh", required=True),
+                                       p.integer("rank", required=True))
+
+    # -- debugger --------------------------------------------------------------------------
+    def debug_sessions(self, p: Params) -> list[dict[str, Any]]:
+        return self.actions.debugger().list.call_one().get(timeout=30)
+
+    def debug_send(self, p: Params) -> dict[str, Any]:
+        ok = self.actions.debugger().send.call_one(
+            p.integer("session_id", required=True), p.text("line", required=True)).get(timeout=30)
+        if not ok:
+            raise NotFound(f"no open debug session {p.integer('session_id')}")
+        return {"sent": True}
+
+    def debug_read(self, p: Params) -> dict[str, Any]:
+        timeout = min(max(p.number("timeout", 10.0), 0.0), 60.0)
+        text, offset, closed = self.actions.debugger().read.call_one(
+            p.integer("session_id", required=True), p.integer("offset", 0), timeout).get(
+                timeout=timeout + 30)
+        return {"text": text, "offset": offset, "closed": closed}
+
+    def debug_continue(self, p: Params) -> dict[str, Any]:
+        return {"continued": self.actions.debugger().continue_all.call_one().get(timeout=30)}
+
+    def debug_cast(self, p: Params) -> dict[str, Any]:
+        ranks = p.values.get("ranks")
+        if ranks is not None and not (isinstance(ranks, list)
+                                      and all(isinstance(r, int) for r in ranks)):
+            raise BadRequest("ranks must be a list of ints or null (all)")
+        sent = self.actions.debugger().cast.call_one(
+            p.text("actor_name", required=True), ranks, p.text("line", required=True)).get(
+                timeout=30)
+        return {"sessions": sent}

@@ -1,0 +1,293 @@
+"""What the admin API shows: the job's state as plain JSON-able dicts.
+
+`snapshot` copies the supervisor's bookkeeping (on the controller's I/O thread, the only one
+that mutates it); everything else here is pure, over that copy and the telemetry store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .. import telemetry
+from ._supervisor import FAILED, RUNNING, STARTING, STOPPED, STOPPING
+
+CONTROLLER = "controller"
+"""The proc name of the controller process (it hosts actors too: `this_proc()`)."""
+
+
+def snapshot(job: Any) -> dict[str, Any]:
+    """Copies what the supervisor knows (call on the I/O thread)."""
+    sup = job.supervisor
+    return {
+        "procs": [_proc_copy(r) for r in sup.procs.values()],
+        "meshes": [_mesh_copy(m) for m in sup.meshes.values()],
+        "failures": [dict(f) for f in sup.failures],
+        "proc_extents": {k: (list(v[0]), list(v[1]))
+                         for k, v in getattr(job, "proc_extents", {}).items()},
+        "controller": {"proc": CONTROLLER, "procs": "ctl", "rank": 0, "pid": os.getpid(),
+                       "state": RUNNING, "address": job.runtime.address, "host": job.hostname,
+                       "host_id": "local", "status": None, "started": job.started,
+                       "meshes": []},
+    }
+
+
+def _proc_copy(r: Any) -> dict[str, Any]:
+    return {"proc": r.proc, "procs": r.procs, "rank": r.rank, "address": r.address,
+            "host": r.host, "host_id": r.host_id, "pid": r.pid, "state": r.state,
+            "status": r.status, "started": r.started, "meshes": sorted(r.meshes)}
+
+
+def _mesh_copy(m: Any) -> dict[str, Any]:
+    return {"mesh": m.mesh, "name": m.name, "class_name": m.class_name, "owner_id": m.owner_id,
+            "procs": m.procs, "ranks": dict(m.ranks), "labels": dict(m.labels),
+            "states": dict(m.states), "coords": {r: dict(c) for r, c in m.coords.items()},
+            "extent": (list(m.extent[0]), list(m.extent[1]))}
+
+
+# -- topology ---------------------------------------------------------------------------------
+
+def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
+    """Hosts → procs (with counters) and meshes → actors (with counters and failures)."""
+    index = MetricIndex(store.metrics(by_process=True))
+    procs = [snap["controller"], *snap["procs"]]
+    for mesh in snap["meshes"]:
+        for proc in mesh["ranks"].values():
+            if proc == CONTROLLER:
+                snap["controller"]["meshes"].append(mesh["mesh"])
+    proc_states = {p["proc"]: p["state"] for p in procs}
+    return {"hosts": _hosts(procs, index, snap["proc_extents"]),
+            "meshes": [_mesh(m, index, snap["failures"], proc_states) for m in snap["meshes"]],
+            "failures": [failure_dict(f) for f in snap["failures"]]}
+
+
+def _hosts(procs: list[dict[str, Any]], index: MetricIndex,
+           extents: dict[str, Any]) -> list[dict[str, Any]]:
+    hosts: dict[str, dict[str, Any]] = {}
+    for proc in procs:
+        host = hosts.setdefault(proc["host_id"], {"id": proc["host_id"],
+                                                  "hostname": proc["host"], "procs": []})
+        host["hostname"] = host["hostname"] or proc["host"]
+        host["procs"].append(_proc(proc, index, extents.get(proc["procs"])))
+    return list(hosts.values())
+
+
+def _proc(proc: dict[str, Any], index: MetricIndex, extent: Any) -> dict[str, Any]:
+    out = {k: proc[k] for k in ("proc", "procs", "rank", "pid", "state", "address", "host",
+                                "status", "started", "meshes")}
+    out["point"] = _point(proc["rank"], extent)
+    out["counters"] = index.proc_counters(proc["proc"])
+    return out
+
+
+def _point(rank: int, extent: Any) -> dict[str, int]:
+    if not extent:
+        return {}
+    labels, sizes = extent
+    coords: dict[str, int] = {}
+    for label, size in reversed(list(zip(labels, sizes))):
+        rank, coords[label] = divmod(rank, size)
+    return {label: coords[label] for label in labels}
+
+
+def _mesh(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, Any]],
+          proc_states: dict[str, str]) -> dict[str, Any]:
+    labels, sizes = mesh["extent"]
+    last_failure = {f["rank"]: f for f in failures if f.get("mesh") == mesh["mesh"]}
+    actors = [_actor(mesh, rank, index, last_failure.get(rank),
+                     proc_states.get(mesh["ranks"][rank]))
+              for rank in sorted(mesh["ranks"])]
+    return {"mesh": mesh["mesh"], "name": mesh["name"], "class_name": mesh["class_name"],
+            "owner_id": mesh["owner_id"], "procs": mesh["procs"],
+            "extent": {"labels": labels, "sizes": sizes}, "actors": actors}
+
+
+def _actor(mesh: dict[str, Any], rank: int, index: MetricIndex,
+           failure: dict[str, Any] | None, proc_state: str | None) -> dict[str, Any]:
+    proc, name = mesh["ranks"][rank], mesh["name"]
+    stats = index.actor(proc, name, f"{mesh['mesh']}[{rank}]")
+    state = mesh["states"].get(rank, STARTING)
+    if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
+        state = proc_state  # the actor's process is ending or gone
+    return {"rank": rank, "proc": proc, "state": state,
+            "label": mesh["labels"].get(rank, ""), "point": mesh["coords"].get(rank, {}),
+            **stats, "failure": failure.get("report") if failure else None}
+
+
+class MetricIndex:
+    """The store's per-process metric points, indexed for the topology's counters."""
+
+    def __init__(self, points: Iterable[telemetry.MetricPoint]) -> None:
+        self.handled: dict[tuple[str, str], list[telemetry.MetricPoint]] = {}
+        self.latency: dict[tuple[str, str], list[telemetry.MetricPoint]] = {}
+        self.queue: dict[tuple[str, str], float] = {}
+        self.by_proc: dict[str, list[telemetry.MetricPoint]] = {}
+        for p in points:
+            self.by_proc.setdefault(p.source, []).append(p)
+            if p.name == "messages_handled":
+                self.handled.setdefault((p.source, p.labels.get("mesh", "")), []).append(p)
+            elif p.name == "handler_latency_seconds":
+                self.latency.setdefault((p.source, p.labels.get("mesh", "")), []).append(p)
+            elif p.name == "queue_depth":
+                self.queue[(p.source, p.labels.get("actor", ""))] = p.value
+
+    def actor(self, proc: str, mesh_name: str, actor_id: str) -> dict[str, Any]:
+        """messages, queue_depth, latency_p50_ms and last_method of one actor."""
+        handled = self.handled.get((proc, mesh_name), [])
+        newest = max(handled, key=lambda p: p.time_ns, default=None)
+        return {"messages": int(sum(p.value for p in handled)),
+                "queue_depth": int(self.queue.get((proc, actor_id), 0)),
+                "latency_p50_ms": p50_ms(self.latency.get((proc, mesh_name), [])),
+                "last_method": newest.labels.get("method") if newest else None}
+
+    def proc_counters(self, proc: str) -> dict[str, Any]:
+        """messages handled, bytes sent/received and failures of one process."""
+        out = {"messages": 0, "bytes_sent": 0, "bytes_received": 0, "failures": 0}
+        for p in self.by_proc.get(proc, []):
+            if p.name == "messages_handled":
+                out["messages"] += int(p.value)
+            elif p.name == "message_bytes":
+                out["bytes_" + p.labels.get("direction", "sent")] = int(p.value)
+            elif p.name == "failures":
+                out["failures"] += int(p.value)
+        return out
+
+
+def p50_ms(points: list[telemetry.MetricPoint]) -> float | None:
+    """The median of histograms with equal bounds (interpolated in its bucket), in ms."""
+    points = [p for p in points if p.count]
+    if not points:
+        return None
+    bounds = points[0].bounds
+    buckets = [sum(p.buckets[i] for p in points if p.bounds == bounds)
+               for i in range(len(bounds) + 1)]
+    half, running = sum(buckets) / 2, 0
+    for i, count in enumerate(buckets):
+        if count and running + count >= half:
+            low = bounds[i - 1] if i > 0 else 0.0
+            high = bounds[i] if i < len(bounds) else low * 2 or 1.0
+            return round((low + (high - low) * (half - running) / count) * 1000, 3)
+        running += count
+    return None
+
+
+# -- job --------------------------------------------------------------------------------------
+
+def job_info(job: Any, snap: dict[str, Any], address: str) -> dict[str, Any]:
+    """The job's identity, uptime, health and counts."""
+    procs, meshes = snap["procs"], snap["meshes"]
+    live = [p for p in procs if p["state"] in (STARTING, RUNNING, STOPPING)]
+    failed_ranks = sum(1 for m in meshes for s in m["states"].values() if s == FAILED)
+    failed_procs = sum(1 for p in procs if p["state"] == FAILED)
+    health = "ok"
+    if failed_ranks or failed_procs or snap["failures"]:
+        health = "degraded" if live else "failed"
+    return {"job_id": job.job_id, "pid": os.getpid(), "hostname": job.hostname,
+            "address": address, "started": job.started,
+            "uptime_s": round(time.time() - job.started, 3), "health": health,
+            "counts": {"hosts": len({p["host_id"] for p in procs} | {"local"}),
+                       "procs": len(procs), "procs_live": len(live),
+                       "meshes": len(meshes),
+                       "actors": sum(len(m["ranks"]) for m in meshes),
+                       "failures": len(snap["failures"])}}
+
+
+# -- records ----------------------------------------------------------------------------------
+
+def failure_dict(f: dict[str, Any]) -> dict[str, Any]:
+    """A supervisor failure as JSON (mesh, mesh_name, rank, class_name, host, pid, ...)."""
+    keys = ("mesh", "mesh_name", "rank", "class_name", "proc", "host", "pid", "exit_code",
+            "signal", "reason", "report", "time", "owner_id")
+    return {k: f.get(k) for k in keys}
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """Any telemetry record as a JSON-able dict with its `kind`."""
+    return {"kind": record.KIND, **_CONVERT[record.KIND](record)}
+
+
+def log_dict(r: telemetry.LogRecord) -> dict[str, Any]:
+    """A log record: hlc, time, stream, level, text, mesh, rank, proc, host (+ tags)."""
+    tags = r.tags
+    return {"hlc": r.hlc, "time": r.wall_ns / 1e9, "stream": r.stream, "level": r.level,
+            "text": r.text, "mesh": tags.get("mesh"), "rank": tags.get("rank"),
+            "proc": tags.get("proc"), "host": tags.get("host"), "pid": tags.get("pid"),
+            "tags": _jsonable(tags), "trace_id": _hex(r.trace_id), "span_id": _hex(r.span_id)}
+
+
+def span_dict(s: telemetry.SpanRecord) -> dict[str, Any]:
+    """A span: ids in hex, times in ns, duration in ms, attributes, outcome, source."""
+    return {"trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
+            "parent_span_id": _hex(s.parent_span_id), "name": s.name, "start_ns": s.start_ns,
+            "end_ns": s.end_ns, "duration_ms": round(s.duration_ns / 1e6, 3),
+            "attributes": _jsonable(s.attributes), "outcome": s.outcome, "source": s.source,
+            "mesh": s.attributes.get("mesh"), "rank": s.attributes.get("rank")}
+
+
+def metric_dict(p: telemetry.MetricPoint) -> dict[str, Any]:
+    """A metric series' current value (histograms with count, bounds and buckets)."""
+    out = {"name": p.name, "type": p.kind, "labels": dict(p.labels), "value": p.value,
+           "time_ns": p.time_ns, "source": p.source}
+    if p.kind == "histogram":
+        out.update(count=p.count, bounds=list(p.bounds), buckets=list(p.buckets))
+    return out
+
+
+def transfer_dict(t: telemetry.TransferRecord) -> dict[str, Any]:
+    """One data-plane transfer."""
+    return {"nbytes": t.nbytes, "seconds": t.seconds, "src": t.src, "dst": t.dst,
+            "type": t.kind, "time": t.time_ns / 1e9, "mesh": t.mesh, "source": t.source}
+
+
+def failure_record_dict(f: telemetry.FailureRecord) -> dict[str, Any]:
+    """A stored failure record, with the supervisor's key names."""
+    return {"mesh_name": f.mesh, "rank": f.rank, "class_name": f.actor_class, "host": f.host,
+            "pid": f.pid, "exit_code": f.exit_code, "signal": f.signal, "reason": f.reason,
+            "report": f.traceback, "time": f.time_ns / 1e9, "proc": f.source}
+
+
+_CONVERT: dict[str, Any] = {"log": log_dict, "span": span_dict, "metric": metric_dict,
+                            "transfer": transfer_dict, "failure": failure_record_dict}
+
+
+def _hex(value: bytes | None) -> str | None:
+    return value.hex() if value is not None else None
+
+
+def _jsonable(tags: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+            for k, v in tags.items()}
+
+
+# -- transfers --------------------------------------------------------------------------------
+
+def transfers(store: telemetry.Store, window: float, history_s: float = 60.0,
+              bucket_s: float = 1.0, now_ns: int | None = None) -> dict[str, Any]:
+    """Bytes/s per link, mesh and kind over `window` s, each with a per-bucket history (bytes/s
+    of each `bucket_s` over the last `history_s`, oldest first) for a sparkline."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    summary = store.transfers(window, now_ns)
+    nbuckets = max(int(history_s / bucket_s), 1)
+    start = now_ns - int(nbuckets * bucket_s * 1e9)
+    hist: dict[tuple[str, Any], list[float]] = {}
+    for t in store.transfer_records(limit=50_000):
+        if start < t.time_ns <= now_ns:
+            slot = min(int((t.time_ns - start) / (bucket_s * 1e9)), nbuckets - 1)
+            for key in (("link", (t.src, t.dst)), ("mesh", t.mesh or ""), ("total", "")):
+                hist.setdefault(key, [0.0] * nbuckets)[slot] += t.nbytes / bucket_s
+    empty = [0.0] * nbuckets
+
+    def rate(r: telemetry.Rate, key: tuple[str, Any]) -> dict[str, Any]:
+        return {"bytes": r.nbytes, "count": r.count, "bytes_per_s": r.bytes_per_s,
+                "history": hist.get(key, empty)}
+
+    return {"window": window, "bucket_s": bucket_s,
+            "total": rate(summary.total, ("total", "")),
+            "links": [{"src": s, "dst": d, **rate(r, ("link", (s, d)))}
+                      for (s, d), r in sorted(summary.links.items())],
+            "meshes": [{"mesh": m, **rate(r, ("mesh", m))}
+                       for m, r in sorted(summary.meshes.items())],
+            "kinds": [{"type": k, "bytes": r.nbytes, "count": r.count,
+                       "bytes_per_s": r.bytes_per_s} for k, r in sorted(summary.kinds.items())]}

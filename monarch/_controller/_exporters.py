@@ -1,0 +1,52 @@
+"""The job's exports to existing dashboards, started with the job when configured.
+
+OTLP/HTTP spans and logs when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its `_TRACES_`/`_LOGS_`
+variants) is set; a Prometheus `/metrics` on `127.0.0.1:$MONARCH_METRICS_PORT` when that is set
+(the admin API serves `/metrics` too, behind its token).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Any
+
+from .. import telemetry
+
+OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                  "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
+
+
+class Exporters:
+    """The exporters running for one job; `close` stops them."""
+
+    def __init__(self) -> None:
+        self.otlp: telemetry.OtlpExporter | None = None
+        self.metrics: telemetry.MetricsServer | None = None
+
+    def close(self) -> None:
+        """Sends what the OTLP exporter still holds, then stops everything."""
+        if self.otlp is not None:
+            self.otlp.stop()
+            self.otlp = None
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
+
+
+def start_exporters(job: Any) -> Exporters:
+    """Starts the exporters the environment asks for (read now, at job start)."""
+    exporters = Exporters()
+    if any(os.environ.get(name) for name in OTLP_VARIABLES):
+        config = telemetry.OtlpConfig.from_env()
+        config = dataclasses.replace(config, resource_attributes={
+            **config.resource_attributes, "monarch.job.id": job.job_id})
+        exporters.otlp = telemetry.OtlpExporter(job.store, config).start()
+    port = os.environ.get("MONARCH_METRICS_PORT", "").strip()
+    if port:
+        try:
+            exporters.metrics = telemetry.serve_metrics(job.store, "127.0.0.1", int(port))
+        except (OSError, ValueError) as exc:
+            print(f"monarch: /metrics not served on port {port!r}: {exc}", file=sys.stderr)
+    return exporters

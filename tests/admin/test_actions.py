@@ -1,0 +1,134 @@
+"""Admin actions on real processes: kill / stop a slice, py-spy, diagnose, break and debug."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from monarch.actor import this_host
+from monarch.admin import AdminError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def pids(admin, mesh_name):
+    topology = admin.topology()
+    by_proc = {p["proc"]: p["pid"] for h in topology["hosts"] for p in h["procs"]}
+    (mesh,) = [m for m in topology["meshes"] if m["name"] == mesh_name]
+    return {a["rank"]: by_proc[a["proc"]] for a in mesh["actors"]}, mesh
+
+
+def gone(pid, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
+    pm = this_host().spawn_procs(per_host={"hosts": 2, "gpus": 2})
+    try:
+        mesh = pm.spawn("victims", echo_class)
+        mesh.ping.call(0).get(timeout=30)
+        before, view = pids(admin, "victims")
+        assert view["extent"] == {"labels": ["hosts", "gpus"], "sizes": [2, 2]}
+        result = admin.kill("victims", "hosts=1, gpus=0")
+        assert result["signal"] == "SIGKILL" and result["skipped"] == []
+        assert [(k["rank"], k["pid"]) for k in result["killed"]] == [(2, before[2])]
+        assert gone(before[2])
+        failure = fault_log.wait_for(lambda f: f.mesh_name == "victims" and f.rank == 2)
+        assert failure.signal == 9
+        for rank in (0, 1, 3):
+            os.kill(before[rank], 0)
+        assert mesh.slice(hosts=0).ping.call(5).get(timeout=30).values()
+        _, view = pids(admin, "victims")
+        states = {a["rank"]: a["state"] for a in view["actors"]}
+        assert states == {0: "running", 1: "running", 2: "failed", 3: "running"}
+        assert "Killed(sig=9)" in view["actors"][2]["failure"]
+        again = admin.kill("victims", "hosts=1, gpus=0")
+        assert again["killed"] == [] and again["skipped"][0]["state"] == "failed"
+        stopped = admin.stop("victims", "hosts=0")
+        assert stopped["done"] and [s["rank"] for s in stopped["stopped"]] == [0, 1]
+        assert gone(before[0]) and gone(before[1])
+        os.kill(before[3], 0)
+        _, view = pids(admin, "victims")
+        assert [a["state"] for a in view["actors"]] == ["stopped", "stopped", "failed",
+                                                        "running"]
+    finally:
+        pm.stop().get(timeout=30)
+
+
+def test_kill_refusals(admin, procs, echo_class):
+    procs.spawn("refusals", echo_class).ping.call(0).get(timeout=30)
+    with pytest.raises(AdminError, match="no mesh 'ghost'") as info:
+        admin.kill("ghost", "")
+    assert info.value.status == 404
+    with pytest.raises(AdminError, match="unknown dimension 'hosts'") as info:
+        admin.kill("refusals", "hosts=0")
+    assert info.value.status == 400
+    with pytest.raises(AdminError, match="out of range"):
+        admin.kill("refusals", "gpus=4")
+    with pytest.raises(AdminError, match="unknown signal"):
+        admin.kill("refusals", "gpus=0", sig="NOPE")
+
+
+def test_stack_of_a_proc(admin, procs, echo_class):
+    procs.spawn("stacked", echo_class).ping.call(0).get(timeout=30)
+    before, view = pids(admin, "stacked")
+    dump = admin.stack(view["actors"][1]["proc"])
+    assert f"Process {before[1]}" in dump and "Thread" in dump
+    with pytest.raises(AdminError, match="no proc 'nope'") as info:
+        admin.stack("nope")
+    assert info.value.status == 404
+
+
+def test_diagnose_pings_every_live_proc(admin, procs):
+    result = admin.diagnose()
+    assert result["ok"]
+    checked = {c["proc"] for c in result["checks"] if c["check"] == "ping"}
+    topology = admin.topology()
+    live = {p["proc"] for h in topology["hosts"] for p in h["procs"] if p["state"] == "running"}
+    assert live <= checked
+    for check in result["checks"]:
+        assert check["status"] in ("pass", "slow") and check["latency_ms"] >= 0
+
+
+def read_until(admin, session_id, marker, offset=0, timeout=30.0):
+    text, deadline = "", time.monotonic() + timeout
+    while marker not in text:
+        assert time.monotonic() < deadline, f"no {marker!r} in {text!r}"
+        chunk, offset, closed = admin.read(session_id, offset, 2.0)
+        text += chunk
+        assert not closed or marker in text, text
+    return text, offset
+
+
+def test_break_next_then_drive_the_session(admin, procs, echo_class):
+    mesh = procs.spawn("breaker", echo_class)
+    mesh.ping.call(0).get(timeout=30)
+    assert admin.break_next("breaker", 1)["rank"] == 1
+    pending = mesh.slice(gpus=1).ping.call_one(5)
+    deadline = time.monotonic() + 30
+    while not (sessions := admin.sessions()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (session,) = sessions
+    assert session["actor_name"] == "breaker" and session["rank"] == 1
+    assert session["function"] == "ping"
+    _, offset = read_until(admin, session["id"], "(Pdb) ")
+    assert admin.send(session["id"], "p x * 3")
+    _, offset = read_until(admin, session["id"], "15", offset)
+    assert admin.cast("breaker", [1], "p x + 100") == [session["id"]]
+    read_until(admin, session["id"], "105", offset)
+    assert admin.continue_all() == 1
+    assert pending.get(timeout=30) == 5
+    assert admin.sessions() == []
+    assert admin.send(session["id"], "p 1") is False
+    with pytest.raises(AdminError, match="no actor breaker\\[9\\]"):
+        admin.break_next("breaker", 9)

@@ -1,0 +1,126 @@
+"""An OTLP/HTTP receiver (opentelemetry-proto, in this test) gets the job's spans and logs."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from monarch._controller._exporters import start_exporters
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Receiver(ThreadingHTTPServer):
+    """Collects decoded spans and log records with their resource attributes."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.spans: list[tuple[dict, object]] = []
+        self.logs: list[tuple[dict, object]] = []
+        self.lock = threading.Lock()
+
+
+def attrs(key_values) -> dict:
+    out = {}
+    for kv in key_values:
+        value = kv.value
+        out[kv.key] = getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") \
+            else None
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        if self.path == "/v1/traces":
+            request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+            found = [(attrs(rs.resource.attributes), span) for rs in request.resource_spans
+                     for ss in rs.scope_spans for span in ss.spans]
+            reply = trace_service_pb2.ExportTraceServiceResponse()
+            with self.server.lock:
+                self.server.spans += found
+        else:
+            request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
+            found = [(attrs(rl.resource.attributes), record) for rl in request.resource_logs
+                     for sl in rl.scope_logs for record in sl.log_records]
+            reply = logs_service_pb2.ExportLogsServiceResponse()
+            with self.server.lock:
+                self.server.logs += found
+        data = reply.SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def wait_for(fn, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not (value := fn()):
+        assert time.monotonic() < deadline, "nothing arrived in time"
+        time.sleep(0.1)
+    return value
+
+
+def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_class,
+                                                           monkeypatch):
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.serve_forever, args=(0.2,), daemon=True)
+    thread.start()
+    host, port = receiver.server_address[:2]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{host}:{port}")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "monarch-otlp-test")
+    exporters = start_exporters(job)  # the job's own wiring, with the variables set
+    try:
+        assert exporters.otlp is not None
+        mesh = procs.spawn("otlpmesh", echo_class)
+        mesh.ping.call(7).get(timeout=30)
+
+        def joined():
+            with receiver.lock:
+                spans = list(receiver.spans)
+            calls = {s.span_id: (r, s) for r, s in spans if s.name == "call otlpmesh.ping"}
+            return [(calls[s.parent_span_id], (r, s)) for r, s in spans
+                    if s.name == "otlpmesh.ping" and s.parent_span_id in calls]
+
+        pairs = wait_for(lambda: len(joined()) == 4 and joined())
+        for (call_resource, call), (actor_resource, span) in pairs:
+            assert span.trace_id == call.trace_id
+            assert call_resource["monarch.proc"] == "controller"
+            assert actor_resource["monarch.proc"] != "controller"
+            assert actor_resource["process.pid"] != call_resource["process.pid"]
+            assert actor_resource["service.name"] == "monarch-otlp-test"
+            assert call_resource["monarch.job.id"] == job.job_id
+            assert attrs(span.attributes)["mesh"] == "otlpmesh"
+        assert sorted(attrs(s.attributes)["rank"] for _, (_, s) in pairs) == [0, 1, 2, 3]
+
+        def echoed():
+            with receiver.lock:
+                logs = list(receiver.logs)
+            return {attrs(r.attributes).get("rank"): (res, r) for res, r in logs
+                    if r.body.string_value.startswith("echo 7 from ")}
+
+        lines = wait_for(lambda: len(echoed()) == 4 and echoed())
+        for rank, (resource, record) in lines.items():
+            assert record.body.string_value == f"echo 7 from {rank}"
+            assert attrs(record.attributes)["mesh"] == "otlpmesh"
+            assert resource["process.pid"] > 0 and resource["monarch.proc"] != "controller"
+    finally:
+        exporters.close()
+        receiver.shutdown()
+        receiver.server_close()

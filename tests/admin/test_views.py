@@ -1,0 +1,155 @@
+"""What the admin API shows: topology with counters, job health, logs, spans, feeds, transfers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from monarch import telemetry
+from monarch.admin import AdminError
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def wait_until(fn, timeout=20.0):
+    """Polls `fn()` (telemetry reaches the controller every ~100 ms) until it is truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def echo(procs, echo_class):
+    mesh = procs.spawn("echo", echo_class)
+    mesh.ping.call(1).get(timeout=30)
+    return mesh
+
+
+def mesh_view(admin, name):
+    return next((m for m in admin.topology()["meshes"] if m["name"] == name), None)
+
+
+def test_topology_lists_hosts_procs_meshes_and_actors_with_counters(admin, echo, procs):
+    view = wait_until(lambda: (m := mesh_view(admin, "echo"))
+                      and all(a["messages"] >= 1 for a in m["actors"]) and m)
+    assert view["extent"] == {"labels": ["gpus"], "sizes": [4]}
+    assert view["class_name"].endswith("Echo") and view["procs"] == procs._procs
+    for rank, actor in enumerate(view["actors"]):
+        assert actor["rank"] == rank and actor["point"] == {"gpus": rank}
+        assert actor["state"] == "running" and actor["last_method"] == "ping"
+        assert actor["latency_p50_ms"] > 0 and actor["queue_depth"] == 0
+        assert actor["failure"] is None and "echo{'gpus': " in actor["label"]
+    topology = admin.topology()
+    (host,) = topology["hosts"]
+    procs_by_name = {p["proc"]: p for p in host["procs"]}
+    assert "controller" in procs_by_name
+    for actor in view["actors"]:
+        proc = procs_by_name[actor["proc"]]
+        assert proc["pid"] > 0 and proc["state"] == "running"
+        assert view["mesh"] in proc["meshes"] and proc["counters"]["messages"] >= 1
+        assert proc["point"] == {"gpus": proc["rank"]}
+
+
+def test_job_info(admin, job, echo):
+    info = admin.job()
+    assert info["job_id"] == job.job_id and info["address"] == job.admin.address
+    assert info["uptime_s"] > 0 and info["health"] in ("ok", "degraded")
+    assert info["counts"]["actors"] >= 4 and info["counts"]["procs"] >= 4
+
+
+def test_logs_filter_by_mesh_rank_and_text(admin, echo):
+    echo.ping.call(2).get(timeout=30)
+    lines = wait_until(lambda: admin.logs(mesh="echo", rank=2, text="echo 2 "))
+    assert all(line["mesh"] == "echo" and line["rank"] == 2 for line in lines)
+    assert lines[-1]["text"] == "echo 2 from 2" and lines[-1]["stream"] == "stdout"
+    assert lines[-1]["proc"] and lines[-1]["host"]
+    warned = wait_until(lambda: admin.logs(mesh=echo._mesh_id, text="warned 2 from 3"))
+    assert warned[-1]["level"] == 30 and warned[-1]["rank"] == 3
+    later = admin.logs(since_hlc=lines[-1]["hlc"], limit=5)
+    assert all(line["hlc"] > lines[-1]["hlc"] for line in later)
+
+
+def test_spans_join_controller_and_actor_across_processes(admin, echo):
+    echo.ping.call(3).get(timeout=30)
+
+    def joined():
+        spans = admin.spans(mesh="echo", limit=100)
+        calls = {s["span_id"]: s for s in spans if s["name"] == "call echo.ping"}
+        return [(calls[s["parent_span_id"]], s) for s in spans
+                if s["name"] == "echo.ping" and s["parent_span_id"] in calls]
+
+    call, invocation = wait_until(joined)[-1]
+    assert call["source"] == "controller" and invocation["source"] != "controller"
+    trace = admin.spans(trace_id=call["trace_id"])
+    assert {s["span_id"] for s in trace} >= {call["span_id"], invocation["span_id"]}
+
+
+def test_follow_logs_never_misses_late_lines(admin, job):
+    with admin.follow_logs(mesh="late") as stream:
+        old = telemetry.LogRecord(1, 1, "stdout", 20, "a line from long ago",
+                                  {"mesh": "late", "rank": 0})
+        job.store.add(telemetry.LogRecord(2, 2, "stdout", 20, "elsewhere", {"mesh": "other"}))
+        job.store.add(old)
+        line = next(stream)
+    assert line["text"] == "a line from long ago" and line["hlc"] == 1
+
+
+def test_follow_logs_replays_history_then_goes_on(admin, job):
+    job.store.add(telemetry.LogRecord(telemetry.now(), time.time_ns(), "stdout", 20, "before",
+                                      {"mesh": "hist", "rank": 1}))
+    with admin.follow_logs(mesh="hist", rank=1, history=10) as stream:
+        assert next(stream)["text"] == "before"
+        job.store.add(telemetry.LogRecord(telemetry.now(), time.time_ns(), "stdout", 20,
+                                          "after", {"mesh": "hist", "rank": 1}))
+        assert next(stream)["text"] == "after"
+
+
+def test_subscribe_and_close_from_another_thread(admin, job):
+    stream = admin.subscribe(["failure"])
+    job.store.add(telemetry.FailureRecord("subs", 3, "X", "h", 42, None, 9, "boom"))
+    record = next(stream)
+    assert record["kind"] == "failure" and record["mesh_name"] == "subs"
+    assert record["signal"] == 9
+    done = threading.Event()
+
+    def drain():
+        for _ in stream:
+            pass
+        done.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    stream.close()
+    assert done.wait(10)
+    with pytest.raises(AdminError, match="unknown record kinds"):
+        admin.subscribe(["bogus"])
+
+
+def test_transfers_with_history_for_a_sparkline(admin, job):
+    now = time.time_ns()
+    job.store.add(telemetry.TransferRecord(4_000_000, 0.01, "p-a", "p-b", "shm", now - 2 * 10**9,
+                                           "weights"))
+    job.store.add(telemetry.TransferRecord(1_000_000, 0.01, "p-a", "p-b", "shm", now, "weights"))
+    out = admin.transfers(window=10.0)
+    (link,) = [x for x in out["links"] if (x["src"], x["dst"]) == ("p-a", "p-b")]
+    assert link["bytes"] == 5_000_000 and link["count"] == 2
+    assert link["bytes_per_s"] == pytest.approx(500_000)
+    assert len(link["history"]) == 60 and sum(link["history"]) == 5_000_000
+    (mesh,) = [x for x in out["meshes"] if x["mesh"] == "weights"]
+    assert mesh["bytes"] == 5_000_000 and out["total"]["bytes"] >= 5_000_000
+
+
+def test_metrics_json_and_prometheus_text(admin, echo):
+    wait_until(lambda: any(m["name"] == "messages_handled" and m["labels"].get("mesh") == "echo"
+                           for m in admin.metrics()))
+    text = admin.prometheus()
+    assert 'monarch_messages_handled_total{mesh="echo",method="ping"}' in text
+    by_process = admin.metrics(by_process=True)
+    assert {m["source"] for m in by_process if m["name"] == "messages_handled"} >= {
+        a["proc"] for a in mesh_view(admin, "echo")["actors"]}
+    assert admin.stats()["store"]["held"]["span"] > 0

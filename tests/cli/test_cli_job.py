@@ -1,0 +1,163 @@
+"""The `monarch` command against a running example job (real processes, a private run dir).
+
+Order matters: kill (ranks 0 and 1) and stop (rank 3) come last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def pids_by_rank(status: dict) -> dict[int, int]:
+    pids = {p["proc"]: p["pid"] for h in status["hosts"] for p in h["procs"]}
+    (workers,) = [m for m in status["meshes"] if m["name"] == "workers"]
+    return {a["rank"]: pids[a["proc"]] for a in workers["actors"]}
+
+
+def test_status_json_lists_every_rank(job, helpers):
+    result = job.monarch("status", "--json")
+    assert result.returncode == 0, result.stderr
+    status = helpers.json_out(result)
+    assert status["job"]["job_id"] == job.job_id and status["job"]["health"] == "ok"
+    (workers,) = [m for m in status["meshes"] if m["name"] == "workers"]
+    assert workers["extent"] == {"labels": ["gpus"], "sizes": [4]}
+    assert [a["rank"] for a in workers["actors"]] == [0, 1, 2, 3]
+    assert [a["point"] for a in workers["actors"]] == [{"gpus": r} for r in range(4)]
+    assert all(a["state"] == "running" and a["messages"] >= 1 for a in workers["actors"])
+    assert all(pid > 0 for pid in pids_by_rank(status).values())
+    procs = [p for h in status["hosts"] for p in h["procs"]]
+    assert {p["proc"] for p in procs} >= {a["proc"] for a in workers["actors"]} | {"controller"}
+    text = job.monarch("status")
+    assert text.returncode == 0 and "workers[3] __main__.Worker  running" in text.stdout
+    ps = helpers.json_out(job.monarch("ps", "--json"))
+    assert [(r["mesh"], r["rank"]) for r in ps] == [("workers", r) for r in range(4)]
+
+
+def test_logs_follow_one_rank(job):
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "monarch.cli", "logs", "workers", "--rank", "2", "-f", "--json",
+         "-n", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env)
+    try:
+        seen = []
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            seen.append(json.loads(line))
+            if len(seen) == 5:
+                break
+        assert all(r["mesh"] == "workers" and r["rank"] == 2 for r in seen), seen
+        ticks = [int(r["text"].split()[1]) for r in seen]
+        assert all(r["text"].endswith("rank 2") for r in seen)
+        assert ticks == sorted(ticks) and len(set(ticks)) == 5
+    finally:
+        os.kill(follower.pid, signal.SIGINT)
+        follower.wait(20)
+    plain = job.monarch("logs", "workers", "-r", "1", "-n", "3")
+    assert plain.returncode == 0 and len(plain.stdout.splitlines()) == 3
+    assert all(" workers[1] tick " in line for line in plain.stdout.splitlines())
+
+
+def test_debug_attaches_evaluates_and_continues(job):
+    job.send("pause 1")
+    script = "list\nattach workers 1\np secret * 100\nc\nq\n"
+    # the session registers asynchronously: `list` until it shows up, then drive it
+    for _ in range(100):
+        result = job.monarch("debug", input="list\nq\n")
+        if "| workers" in result.stdout:
+            break
+    result = job.monarch("debug", input=script)
+    assert result.returncode == 0, result.stderr
+    assert "monarch_dbg> " in result.stdout and "| workers" in result.stdout
+    assert "(Pdb) " in result.stdout and "2200" in result.stdout
+    assert "session workers[1] ended" in result.stdout
+    job.wait_line(r"^PAUSED-RESULT 1 23$", 60)
+
+
+def test_stack_diagnose_trace_and_query(job, helpers, tmp_path):
+    status = helpers.json_out(job.monarch("status", "--json"))
+    stack = job.monarch("stack", "workers", "2")
+    assert stack.returncode == 0, stack.stderr
+    assert f"Process {pids_by_rank(status)[2]}" in stack.stdout and "Thread" in stack.stdout
+    diagnose = job.monarch("diagnose", "--json")
+    assert diagnose.returncode == 0 and helpers.json_out(diagnose)["ok"]
+    out = tmp_path / "trace.json"
+    assert job.monarch("trace", "export", "-o", str(out)).returncode == 0
+    names = {e["name"] for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert {"call workers.tick", "workers.tick"} <= names
+    query = job.monarch("query", "metrics", "--where", "name=messages_handled", "-w",
+                        "labels.method=tick",
+                        "--mesh", "workers")
+    assert query.returncode == 0, query.stderr
+    (metric,) = [json.loads(line) for line in query.stdout.splitlines()]
+    assert metric["labels"] == {"mesh": "workers", "method": "tick"} and metric["value"] > 4
+    bad = job.monarch("query", "nonsense")
+    assert bad.returncode == 2 and "unknown kind" in bad.stderr
+
+
+def test_errors_are_clear_and_exit_non_zero(job):
+    wrong = job.monarch("--token", "nope", "status")
+    assert wrong.returncode == 1 and "invalid token" in wrong.stderr
+    empty = tempfile.mkdtemp(prefix="mnone")
+    nojob = job.monarch("status", env=dict(job.env, MONARCH_RUN_DIR=empty))
+    assert nojob.returncode == 3 and "no running monarch job" in nojob.stderr
+    os.rmdir(empty)
+    unknown = job.monarch("kill", "ghosts", "--yes")
+    assert unknown.returncode == 1 and "no mesh 'ghosts'" in unknown.stderr
+    bad_slice = job.monarch("kill", "workers", "--slice", "gpus=7", "--yes")
+    assert bad_slice.returncode == 1 and "out of range" in bad_slice.stderr
+
+
+def test_kill_ends_exactly_the_selected_ranks(job, helpers):
+    before = pids_by_rank(helpers.json_out(job.monarch("status", "--json")))
+    declined = job.monarch("kill", "workers", "--slice", "gpus=0:2", input="n\n")
+    assert declined.returncode == 1 and "aborted" in declined.stderr
+    assert "2 process(es)" in declined.stderr
+    result = job.monarch("kill", "workers", "--slice", "gpus=0:2", "--yes", "--json")
+    assert result.returncode == 0, result.stderr
+    killed = helpers.json_out(result)["killed"]
+    assert sorted((k["rank"], k["pid"]) for k in killed) == [(0, before[0]), (1, before[1])]
+    assert helpers.pid_gone(before[0]) and helpers.pid_gone(before[1])
+    job.wait_line(r"^FAILURE workers 0 signal=9$")
+    job.wait_line(r"^FAILURE workers 1 signal=9$")
+    for rank in (2, 3):
+        os.kill(before[rank], 0)  # still there
+    after = job.monarch("status", "--json")
+    assert after.returncode == 1  # the job is degraded
+    status = helpers.json_out(after)
+    assert status["job"]["health"] == "degraded"
+    states = {a["rank"]: a["state"] for m in status["meshes"] for a in m["actors"]
+              if m["name"] == "workers"}
+    assert states == {0: "failed", 1: "failed", 2: "running", 3: "running"}
+    failures = {(f["rank"], f["signal"]) for f in status["failures"]}
+    assert failures == {(0, 9), (1, 9)}
+    assert "Killed(sig=9)" in job.monarch("status").stdout
+
+
+def test_stop_ends_a_rank_gracefully(job, helpers):
+    before = pids_by_rank(helpers.json_out(job.monarch("status", "--json")))
+    result = job.monarch("stop", "workers", "--slice", "gpus=3", "--yes", "--json")
+    assert result.returncode == 0, result.stderr
+    stopped = helpers.json_out(result)
+    assert stopped["done"] and [(s["rank"], s["pid"]) for s in stopped["stopped"]] == [
+        (3, before[3])]
+    assert helpers.pid_gone(before[3])
+    os.kill(before[2], 0)  # untouched
+    status = helpers.json_out(job.monarch("status", "--json"))
+    states = {a["rank"]: a["state"] for m in status["meshes"] for a in m["actors"]
+              if m["name"] == "workers"}
+    assert states == {0: "failed", 1: "failed", 2: "running", 3: "stopped"}
+    assert len(status["failures"]) == 2  # a stop is not a failure
+
+
+def test_job_end_removes_the_discovery_file(job):
+    assert job.discovery.exists()
+    assert job.stop() == 0
+    assert not job.discovery.exists()
