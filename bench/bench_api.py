@@ -20,18 +20,20 @@ rows at the end of the table are registered with `planned=True` and skipped unti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -341,21 +343,113 @@ def bench_death(rig: Rig) -> dict[str, float]:
     return out
 
 
-@bench("telemetry", planned=True)
+@bench("telemetry")
 def bench_telemetry(rig: Rig) -> dict[str, float]:
-    """call_one p50 with telemetry on vs off: ..._telemetry_on_us, ..._off_us, overhead_pct."""
-    raise NotImplementedError
+    """call_one p50 with telemetry on vs off (pymonarch's MONARCH_TELEMETRY): overhead_pct.
 
-
-@bench("rdma", planned=True)
-def bench_rdma(rig: Rig) -> dict[str, float]:
-    """RDMABuffer read_into / write_from of 1 MiB and 256 MiB, same host: rdma_*_GBps.
-
-    Plan: `from monarch.rdma import RDMABuffer` inside this function (the rest of the file only
-    needs monarch.actor); an actor owns a tensor, returns RDMABuffer(tensor) from an endpoint,
-    the controller times read_into / write_from(...).get().
+    Each side runs in its own child process of this script (the switch is read when a job
+    starts), alternated three times; medians. Skipped for implementations without the switch.
     """
-    raise NotImplementedError
+    if not (_distribution_version() or "").startswith("pymonarch"):
+        log("telemetry: only pymonarch has a telemetry switch; skipped")
+        return {}
+    p50: dict[str, list[float]] = {"1": [], "0": []}
+    for _ in range(rig.n(3, 1)):
+        for flag in ("1", "0"):
+            args = [sys.executable, os.path.abspath(__file__), "--only", "call_one"]
+            if rig.quick:
+                args.append("--quick")
+            env = dict(os.environ, MONARCH_TELEMETRY=flag)
+            out = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+            p50[flag].append(json.loads(out.stdout)["call_one_p50_us"])
+    on, off = statistics.median(p50["1"]), statistics.median(p50["0"])
+    return {"call_one_p50_telemetry_on_us": on, "call_one_p50_telemetry_off_us": off,
+            "telemetry_overhead_pct": (on - off) / off * 100.0}
+
+
+class RdmaOwner(Actor):
+    """Owns the buffers of the data-plane rows: one touched uint8 tensor per size."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[int, Any] = {}
+
+    @endpoint
+    def buffer(self, nbytes: int) -> Any:
+        import torch
+
+        from monarch.rdma import RDMABuffer
+
+        tensor = self.tensors.setdefault(nbytes, torch.ones(nbytes, dtype=torch.uint8))
+        return RDMABuffer(tensor)
+
+
+@contextlib.contextmanager
+def rdma_transport(transport: str | None) -> Iterator[None]:
+    """Forces pymonarch's data-plane path in this process (the initiator picks it); Monarch
+    ignores the variable (its only backend on a CPU-only host is TCP anyway)."""
+    saved = os.environ.get("MONARCH_RDMA_TRANSPORT")
+    if transport is not None:
+        os.environ["MONARCH_RDMA_TRANSPORT"] = transport
+    try:
+        yield
+    finally:
+        os.environ.pop("MONARCH_RDMA_TRANSPORT", None)
+        if saved is not None:
+            os.environ["MONARCH_RDMA_TRANSPORT"] = saved
+
+
+def memcpy_rates(rig: Rig) -> dict[str, float]:
+    """One-thread memcpy (ctypes.memmove) between two touched tensors of this process."""
+    import ctypes
+
+    import torch
+
+    rows = {}
+    for size, label in ((MiB, "1MiB"), (256 * MiB, "256MiB")):
+        src, dst = torch.ones(size, dtype=torch.uint8), torch.zeros(size, dtype=torch.uint8)
+        iters = rig.n(200, 20) if size <= MiB else rig.n(10, 3)
+        copy = functools.partial(ctypes.memmove, dst.data_ptr(), src.data_ptr(), size)
+        timed_loop(copy, max(1, iters // 10), rig.budget_s)
+        rows[f"memcpy_{label}_GBps"] = size / statistics.median(
+            timed_loop(copy, iters, rig.budget_s)) / 1e9
+    return rows
+
+
+@bench("rdma")
+def bench_rdma(rig: Rig) -> dict[str, float]:
+    """RDMABuffer read_into/write_from, 1 MiB and 256 MiB, controller <-> one proc: GB/s.
+
+    `rdma_{read,write}_*`: the default path between two processes on one host;
+    `rdma_tcp_*`: the cross-host path (TCP) forced on loopback; `memcpy_*`: the same sizes
+    copied inside one process, for scale. The buffer is owned by a proc; the controller reads
+    into / writes from a touched tensor of the same size (warm-up transfers not counted).
+    """
+    import torch
+
+    rows = memcpy_rates(rig)
+    procs = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        owner = procs.spawn("rdma_owner", RdmaOwner)
+        for prefix, transport in (("rdma", None), ("rdma_tcp", "tcp")):
+            with rdma_transport(transport):
+                for size, label in ((MiB, "1MiB"), (256 * MiB, "256MiB")):
+                    buffer = owner.buffer.call_one(size).get(timeout=CALL_TIMEOUT_S)
+                    local = torch.ones(size, dtype=torch.uint8)
+                    iters = rig.n(100, 10) if size <= MiB else rig.n(6, 2)
+                    for op in ("read", "write"):
+                        move = buffer.read_into if op == "read" else buffer.write_from
+                        call = functools.partial(_transfer, move, local)
+                        timed_loop(call, max(1, iters // 5), rig.budget_s)  # warm-up
+                        times = timed_loop(call, iters, rig.budget_s)
+                        rows[f"{prefix}_{op}_{label}_GBps"] = size / statistics.median(times) / 1e9
+                    buffer.drop().get(timeout=CALL_TIMEOUT_S)
+    finally:
+        procs.stop().get(timeout=30)
+    return rows
+
+
+def _transfer(move: Callable[..., Any], local: Any) -> None:
+    move(local, timeout=60).get(timeout=CALL_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 
 from monarch.admin import AdminClient, SelectionError, select_ranks
@@ -75,7 +74,7 @@ def _confirm(admin: AdminClient, mesh: str, selection: str, verb: str, yes: bool
         f"{verb} the selected processes of {mesh}?"
     try:
         answer = typer.confirm(prompt, default=False, err=True)
-    except click.exceptions.Abort:
+    except typer.Abort:
         answer = False  # end of input: no
     if not answer:
         fail("aborted (nothing was done; --yes skips the question)")

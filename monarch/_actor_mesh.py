@@ -8,12 +8,13 @@ message to the first rank of the view; the procs fan it out (see `_process`).
 from __future__ import annotations
 
 import random
-from typing import Any, Generic, TypeVar
+from typing import Any, Sequence, Generic, TypeVar
 
 from . import _context, _instrument, _process
 from ._endpoint import ActorEndpoint, NotAnEndpoint
 from ._errors import UnpicklableError
 from ._future import Future
+from ._geometry import OnView
 from ._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
 from ._shape import Extent, View
 from ._value_mesh import ValueMesh
@@ -23,7 +24,7 @@ from ._wire._transport import PeerGone
 A = TypeVar("A")
 
 
-class ActorMesh(Generic[A]):
+class ActorMesh(OnView, Generic[A]):
     """The actors spawned by `ProcMesh.spawn`, or a slice of them.
 
     Endpoints are attributes: `mesh.step.call(...)`. Slicing (`slice`, `flatten`, `rename`,
@@ -51,7 +52,7 @@ class ActorMesh(Generic[A]):
         if name.startswith("_"):
             raise AttributeError(name)
         if name in self._endpoints:
-            endpoint = ActorEndpoint(self, name)
+            endpoint: ActorEndpoint[Any, Any] = ActorEndpoint(self, name)
             self.__dict__[name] = endpoint
             return endpoint
         if name in self._methods:
@@ -149,42 +150,6 @@ class ActorMesh(Generic[A]):
                          endpoints=self._endpoints, methods=self._methods, procs=self._procs,
                          table=self._table, full=self._full, view=view,
                          owner_id=self._owner_id)
-
-    def slice(self, **kwargs: Any) -> "ActorMesh[A]":
-        """The actors at the given coordinates: an int drops the dimension, a slice keeps it."""
-        return self._with(self._view.slice(**kwargs))
-
-    def flatten(self, name: str) -> "ActorMesh[A]":
-        """The same actors as one dimension called `name`."""
-        return self._with(self._view.flatten(name))
-
-    def rename(self, **kwargs: str) -> "ActorMesh[A]":
-        """The same actors with dimensions renamed (`old=new`)."""
-        return self._with(self._view.rename(**kwargs))
-
-    def split(self, **kwargs: Any) -> "ActorMesh[A]":
-        """The same actors with a dimension split into several."""
-        return self._with(self._view.split(**kwargs))
-
-    @property
-    def extent(self) -> Extent:
-        """Dimension labels and sizes."""
-        return self._view.extent
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        """Sizes by dimension label."""
-        extent = self._view.extent
-        return dict(zip(extent.labels, extent.sizes))
-
-    def size(self, label: str | None = None) -> int:
-        """The number of actors, or the size of dimension `label`."""
-        if label is None:
-            return len(self._ranks)
-        return self.sizes[label]
-
-    def __len__(self) -> int:
-        return len(self._ranks)
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self, reason: str = "actor was stopped") -> Future[None]:

@@ -16,7 +16,7 @@ import os
 import pdb
 import socket
 import sys
-from typing import Any
+from typing import Any, List
 
 from ._actor import Actor
 from ._channel import Channel
@@ -74,7 +74,7 @@ class DebugController(Actor):
             session.changed.set()
 
     @endpoint
-    async def list(self, print_output: bool = False) -> list[dict[str, Any]]:
+    async def list(self, print_output: bool = False) -> List[dict[str, Any]]:
         """The open sessions (actor name, rank, coords, host, function, line), oldest first."""
         infos = [s.info for s in self.sessions.values() if not s.closed]
         if print_output:
@@ -106,7 +106,7 @@ class DebugController(Actor):
         return session.text_since(offset), session.size, session.closed
 
     @endpoint
-    async def cast(self, actor_name: str, ranks: list[int] | None, line: str) -> list[int]:
+    async def cast(self, actor_name: str, ranks: List[int] | None, line: str) -> List[int]:
         """Types `line` into every open session of `actor_name` at `ranks` (None: all)."""
         chosen = [s for s in self.sessions.values() if not s.closed
                   and s.info["actor_name"] == actor_name
@@ -163,7 +163,8 @@ class RemotePdb(pdb.Pdb):
     """A pdb whose terminal is a debug session served by the controller."""
 
     def __init__(self, controller: Any, session_id: int, receiver: Any) -> None:
-        super().__init__(stdin=_Input(receiver), stdout=_Output(controller, session_id),
+        super().__init__(stdin=_Input(receiver),  # type: ignore[arg-type]
+                         stdout=_Output(controller, session_id),  # type: ignore[arg-type]
                          nosigint=True)
         self.use_rawinput = False
         self._controller = controller
@@ -172,7 +173,7 @@ class RemotePdb(pdb.Pdb):
     def do_monarch_continue(self, arg: str) -> bool:
         """Clears every breakpoint and continues (the debugger's `continue` for all sessions)."""
         self.clear_all_breaks()
-        return self.do_continue(arg)
+        return bool(self.do_continue(arg))
 
     def set_continue(self) -> None:
         super().set_continue()
@@ -189,7 +190,7 @@ def open_session(function: str, lineno: int) -> RemotePdb:
     the session's pdb."""
     inst = context().actor_instance
     controller = debug_controller()
-    port, receiver = Channel.open()
+    port, receiver = Channel[str].open()
     info = {"actor_name": inst.name.rsplit("[", 1)[0], "rank": inst.rank.rank,
             "coords": dict(inst.rank), "hostname": socket.gethostname(), "pid": os.getpid(),
             "function": function, "lineno": lineno, "actor_id": inst.actor_id,

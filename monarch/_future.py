@@ -24,13 +24,15 @@ class Future(Generic[R]):
     exception instead of raising it (None on success).
     """
 
-    __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "__weakref__")
+    __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
+                 "__weakref__")
 
     def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
         self._state = _PENDING
         self._value: Any = None
         self._callbacks: list[Callable[[], None]] | None = None
         self._coro = coro
+        self._fails = False
         # Held while pending: waiters block on it; settling releases it.
         self._lock = threading.Lock()
         self._lock.acquire()
@@ -76,7 +78,7 @@ class Future(Generic[R]):
         if self._state == _PENDING:
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
-            self.add_done_callback(lambda: loop.call_soon_threadsafe(_wake, waiter))
+            self.add_done_callback(lambda: _wake_soon(loop, waiter))
             yield from waiter.__await__()
         return self._resolve()
 
@@ -96,9 +98,15 @@ class Future(Generic[R]):
         """Settles with an exception. Later settlements are ignored."""
         self._settle(_ERROR, exc)
 
-    def set_lazy(self, compute: Callable[[], Any]) -> None:
-        """Settles with a function computed once by the first consumer (value or raise)."""
+    def set_lazy(self, compute: Callable[[], Any], fails: bool = False) -> None:
+        """Settles with a function computed once by the first consumer (value or raise);
+        `fails` says the computation will raise (known before it runs)."""
+        self._fails = fails
         self._settle(_LAZY, compute)
+
+    def failed(self) -> bool:
+        """True once settled with an exception (or with a value that will raise)."""
+        return self._state == _ERROR or (self._state == _LAZY and self._fails)
 
     def add_done_callback(self, callback: Callable[[], None]) -> None:
         """Runs `callback()` once settled (at once if already settled), in the settling thread."""
@@ -172,6 +180,10 @@ def set_waiter(waiter: Callable[["Future[Any]", float | None], bool] | None) -> 
     """Installs how pending futures are waited for (the runtime lets waiters lead its loop)."""
     global _waiter
     _waiter = waiter
+
+
+def _wake_soon(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
+    loop.call_soon_threadsafe(_wake, waiter)
 
 
 def _wake(waiter: asyncio.Future[Any]) -> None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from . import _services
+from ._geometry import OnView
 from ._proc_mesh import ProcMesh
 from ._shape import Extent, View
 
 
-class HostMesh:
+class HostMesh(OnView):
     """Hosts (one per point of its extent), each with a host agent that spawns procs.
 
     `this_host()` is the local host (no dimensions); a cluster allocation gives a mesh with a
@@ -44,40 +45,6 @@ class HostMesh:
 
     def _with(self, view: View) -> "HostMesh":
         return HostMesh(hosts=self._hosts, full=self._full, view=view)
-
-    def slice(self, **kwargs: Any) -> "HostMesh":
-        """The hosts at the given coordinates."""
-        return self._with(self._view.slice(**kwargs))
-
-    def flatten(self, name: str) -> "HostMesh":
-        """The same hosts as one dimension called `name`."""
-        return self._with(self._view.flatten(name))
-
-    def rename(self, **kwargs: str) -> "HostMesh":
-        """The same hosts with dimensions renamed."""
-        return self._with(self._view.rename(**kwargs))
-
-    def split(self, **kwargs: Any) -> "HostMesh":
-        """The same hosts with a dimension split into several."""
-        return self._with(self._view.split(**kwargs))
-
-    @property
-    def extent(self) -> Extent:
-        """Dimension labels and sizes."""
-        return self._view.extent
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        """Sizes by dimension label."""
-        extent = self._view.extent
-        return dict(zip(extent.labels, extent.sizes))
-
-    def size(self, label: str | None = None) -> int:
-        """The number of hosts, or the size of dimension `label`."""
-        return len(self._view) if label is None else self.sizes[label]
-
-    def __len__(self) -> int:
-        return len(self._view)
 
     def shutdown(self) -> Any:
         """Stops every proc this job started on these hosts."""

@@ -150,6 +150,27 @@ class ActorSlot:
             args = (Port(port[0], port[1], msg.lo) if port else _NullPort(), *args)
         return fn, args, kwargs, Context(self.instance, msg.view, msg.lo, self.runtime.view)
 
+    def begin(self, msg: Call, frames: list[Any], ctx: Context) -> tuple[Any, Any, float]:
+        """Enters the message's context and opens its invocation span."""
+        token = enter(ctx)
+        span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
+        return token, span, time.perf_counter()
+
+    def finish(self, msg: Call, begun: tuple[Any, Any, float], result: Any = None,
+               error: BaseException | None = None) -> None:
+        """Answers the caller (or fails the actor), closes the span, leaves the context."""
+        token, span, started = begun
+        try:
+            if error is None:
+                self.answer(msg, result)
+            else:
+                self.answer_error(msg, error)
+        finally:
+            if span is not None:
+                _instrument.end_invocation(self, msg, span, started,
+                                           "ok" if error is None else "error")
+            leave(token)
+
     def explicit(self, msg: Call) -> bool:
         prop = self.endpoints.get(msg.method)
         return prop is not None and prop._explicit_response_port
@@ -332,10 +353,7 @@ class SyncSlot(ActorSlot):
             if prepared is None:
                 continue
             fn, args, kwargs, ctx = prepared
-            token = enter(ctx)
-            span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
-            started = time.perf_counter()
-            outcome = "ok"
+            begun = self.begin(msg, frames, ctx)
             try:
                 if self.break_next:
                     self.break_next = False
@@ -345,14 +363,9 @@ class SyncSlot(ActorSlot):
                 else:
                     result = fn(self.obj, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
-                outcome = "error"
-                self.answer_error(msg, _strip(exc))
+                self.finish(msg, begun, error=_strip(exc))
             else:
-                self.answer(msg, result)
-            finally:
-                if span is not None:
-                    _instrument.end_invocation(self, msg, span, started, outcome)
-                leave(token)
+                self.finish(msg, begun, result)
 
     def _drain_refusing(self) -> None:
         while True:
@@ -423,23 +436,15 @@ class AsyncSlot(ActorSlot):
     async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context],
                       frames: list[Any]) -> None:
         fn, args, kwargs, ctx = prepared
-        token = enter(ctx)
-        span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
-        started = time.perf_counter()
-        outcome = "ok"
+        begun = self.begin(msg, frames, ctx)
         try:
             result = fn(self.obj, *args, **kwargs)
             if asyncio.iscoroutine(result):
                 result = await result
         except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
-            outcome = "error"
-            self.answer_error(msg, _strip(exc))
+            self.finish(msg, begun, error=_strip(exc))
         else:
-            self.answer(msg, result)
-        finally:
-            if span is not None:
-                _instrument.end_invocation(self, msg, span, started, outcome)
-            leave(token)
+            self.finish(msg, begun, result)
 
 
 class _NullPort:

@@ -47,7 +47,8 @@ def enable_transport(transport: "ChannelTransport | str") -> None:
     if member not in _SUPPORTED:
         raise ValueError(f"transport {member.name} is not available in this runtime; use Unix "
                          "or TcpWithHostname")
-    config.configure(default_transport=member.value)
+    config.configure(default_transport="unix" if member is ChannelTransport.Local
+                     else member.value)
 
 
 class Uid:

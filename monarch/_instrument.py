@@ -2,14 +2,15 @@
 
 Every process records into its `monarch.telemetry` recorder (bounded; drops and counts under
 overload) and ships drained batches to the controller every `SHIP_S` in `Telemetry` messages;
-the controller ingests its own batches and everyone else's into its store. One `call` is one
-trace: the caller's call span travels in the envelope and parents each actor's invocation span.
+the controller ingests its own batches (as wire lists, not encoded) and everyone else's into its
+store. One `call` is one trace: the caller's call span travels in the envelope and parents each
+actor's invocation span. Both are site spans (a few tuples per call, see
+`monarch.telemetry._sites`); ending an invocation also counts its message, latency and bytes.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Callable
 
 from . import telemetry
@@ -34,7 +35,7 @@ def enabled_by_default() -> bool:
 
 
 def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
-                  ingest: Callable[[bytes], None] | None, capture: bool) -> None:
+                  ingest: Callable[[Any], object] | None, capture: bool) -> None:
     """Sets this process up: resource tags, log capture, and the shipping timer.
 
     Args:
@@ -52,13 +53,17 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     if capture:
         telemetry.install_capture()
     recorder = telemetry.process_recorder()
+    sample = queue_sampler(runtime) if enabled else (lambda: None)
 
     def ship() -> None:
-        batch = recorder.drain_bytes()
-        if batch:
-            if ingest is not None:
-                ingest(batch)
-            elif ship_to is not None and ship_to not in runtime.dead:
+        sample()
+        if ingest is not None:  # the controller's own records: no need to encode them
+            wire = recorder.drain()
+            if wire is not None:
+                ingest(wire)
+        else:
+            batch = recorder.drain_bytes()
+            if batch and ship_to is not None and ship_to not in runtime.dead:
                 try:
                     runtime.outbox.send(ship_to, Telemetry(identity.name, batch), block=False)
                 except PeerGone:
@@ -70,38 +75,45 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     runtime.flush_telemetry = ship
 
 
+def queue_sampler(runtime: Any) -> Callable[[], None]:
+    """Sets ``queue_depth{actor}`` of each actor of the process when it changed (sampled with
+    each shipment, off the message path)."""
+    last: dict[str, int] = {}
+
+    def sample() -> None:
+        for slot in list(runtime.actors.values()):
+            actor, depth = slot.instance.actor_id, slot.queue_depth()
+            if last.get(actor) != depth:
+                last[actor] = depth
+                telemetry.set_queue_depth(actor, depth)
+
+    return sample
+
+
 def call_span(mesh_name: str, method: str, mode: str) -> Any:
     """The caller's span of one adverb call (not made current: it ends on another thread)."""
-    return telemetry.start_span(f"call {mesh_name}.{method}", None,
-                                {"mesh": mesh_name, "method": method, "adverb": mode},
-                                activate=False)
+    return telemetry.start_site_span(telemetry.call_site(mesh_name, method, mode))
 
 
 def end_call_span(span: Any, future: Any) -> Callable[[], None]:
     """A done-callback ending `span` with the future's outcome."""
     def end() -> None:
-        span.end("error" if future._state == 3 else "ok")
+        span.end("error" if future.failed() else "ok")
 
     return end
 
 
 def invocation_span(slot: Any, msg: Any, frames: list[Any]) -> Any:
     """The actor's span of one invocation, child of the caller's span; current while it runs."""
-    nbytes = sum(len(f) for f in frames) if frames else 0
-    telemetry.count_bytes("received", nbytes)
-    return telemetry.start_span(
-        f"{slot.header.name}.{msg.method}", msg.trace,
-        {"mesh": slot.header.name, "actor_class": slot.header.class_name,
-         "rank": slot.rank.rank, "method": msg.method, "bytes_in": nbytes})
+    header = slot.header
+    site = telemetry.invocation_site(header.name, header.class_name, slot.rank.rank, msg.method)
+    return telemetry.begin_invocation(site, msg.trace, sum(map(len, frames)) if frames else 0)
 
 
 def end_invocation(slot: Any, msg: Any, span: Any, started: float, outcome: str) -> None:
-    """Ends an invocation span and counts the message and its latency."""
-    seconds = time.perf_counter() - started
-    span.end(outcome)
-    telemetry.count_message(slot.header.name, msg.method)
-    telemetry.observe_handler_latency(slot.header.name, msg.method, seconds)
-    telemetry.set_queue_depth(slot.instance.actor_id, slot.queue_depth())
+    """Ends an invocation span; that counts the message, its latency and its bytes received
+    (``messages_handled``, ``handler_latency_seconds``, ``message_bytes``)."""
+    telemetry.end_invocation(span, outcome)
 
 
 def tag_actor(slot: Any) -> None:

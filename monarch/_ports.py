@@ -100,7 +100,7 @@ class OneSink(Sink):
 
     def deliver(self, reply: Reply, frames: list[Any]) -> bool:
         info = self.info
-        self.future.set_lazy(lambda: decode_value(reply, frames, info))
+        self.future.set_lazy(lambda: decode_value(reply, frames, info), reply.status != OK)
         return True
 
     def fail(self, address: str, reason: str, failure: Any) -> bool:
@@ -124,7 +124,7 @@ class CallSink(Sink):
     def deliver(self, reply: Reply, frames: list[Any]) -> bool:
         if reply.status != OK:
             info = self.info
-            self.future.set_lazy(lambda: decode_value(reply, frames, info))
+            self.future.set_lazy(lambda: decode_value(reply, frames, info), True)
             return True
         if self._replies[reply.index] is None:
             self._missing -= 1
@@ -159,7 +159,8 @@ class StreamSink(Sink):
         if 0 <= reply.index < len(self._answered):
             self._answered[reply.index] = True
         info = self.info
-        self.futures[self._next].set_lazy(lambda: decode_value(reply, frames, info))
+        self.futures[self._next].set_lazy(lambda: decode_value(reply, frames, info),
+                                          reply.status != OK)
         self._next += 1
         return self._next == len(self.futures)
 

@@ -32,7 +32,8 @@ def run(config: dict[str, Any]) -> int:
     _adopt_environment(config)
     identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
                                run_dir=Path(config["run_dir"]), name=config["proc"],
-                               hostname=config["hostname"])
+                               hostname=config["hostname"],
+                               bind_host=_bind_host(config["address"]))
     set_current_process(identity)
     runtime = ProcessRuntime(identity, config["address"])
     _process.set_current(runtime)
@@ -69,8 +70,10 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])
-    runtime.notice_handlers["actor_failed"] = lambda body: runtime.failed_actors.setdefault(
-        (body["mesh"], body["base_rank"]), body["report"])
+    def actor_failed(body: dict[str, Any]) -> None:
+        runtime.failed_actors.setdefault((body["mesh"], body["base_rank"]), body["report"])
+
+    runtime.notice_handlers["actor_failed"] = actor_failed
     runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
     runtime.notice_handlers["break_next"] = _hosting.break_handler(runtime)
     runtime.notice_handlers["stop_proc"] = lambda body: _stop_proc(runtime, None, 0)
@@ -97,6 +100,13 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
         runtime.call_soon(runtime.close)
 
     threading.Thread(target=stop_all, name="monarch-stop", daemon=True).start()
+
+
+def _bind_host(address: str) -> str:
+    """Where this proc's other tcp listeners (the data plane's) bind: its inbox's host."""
+    if not address.startswith("tcp://"):
+        return "127.0.0.1"
+    return address.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
 
 
 def _adopt_environment(config: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any, TypeVar
+from typing import Any, Sequence, TypeVar
 
 import msgpack
 
@@ -13,6 +13,7 @@ from ._actor_mesh import ActorMesh
 from ._endpoint import check_sync_async, endpoint_table
 from ._errors import UnpicklableError
 from ._future import Future
+from ._geometry import OnView
 from ._ports import CallInfo, CallSink
 from ._shape import Extent, View
 from ._value_mesh import ValueMesh
@@ -21,7 +22,7 @@ from ._wire import _serial
 T = TypeVar("T", bound=Actor)
 
 
-class ProcMesh:
+class ProcMesh(OnView):
     """Processes (one per point of its extent) that host actors.
 
     `spawn_procs` returns at once; the processes start in the background and the first message
@@ -72,40 +73,6 @@ class ProcMesh:
     def _with(self, view: View) -> "ProcMesh":
         return ProcMesh(procs=self._procs, table=self._table, full=self._full, view=view,
                         host_mesh=self._host_mesh)
-
-    def slice(self, **kwargs: Any) -> "ProcMesh":
-        """The procs at the given coordinates: an int drops the dimension, a slice keeps it."""
-        return self._with(self._view.slice(**kwargs))
-
-    def flatten(self, name: str) -> "ProcMesh":
-        """The same procs as one dimension called `name`."""
-        return self._with(self._view.flatten(name))
-
-    def rename(self, **kwargs: str) -> "ProcMesh":
-        """The same procs with dimensions renamed (`old=new`)."""
-        return self._with(self._view.rename(**kwargs))
-
-    def split(self, **kwargs: Any) -> "ProcMesh":
-        """The same procs with a dimension split into several."""
-        return self._with(self._view.split(**kwargs))
-
-    @property
-    def extent(self) -> Extent:
-        """Dimension labels and sizes."""
-        return self._view.extent
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        """Sizes by dimension label."""
-        extent = self._view.extent
-        return dict(zip(extent.labels, extent.sizes))
-
-    def size(self, label: str | None = None) -> int:
-        """The number of procs, or the size of dimension `label`."""
-        return len(self._ranks) if label is None else self.sizes[label]
-
-    def __len__(self) -> int:
-        return len(self._ranks)
 
     @property
     def host_mesh(self) -> Any:

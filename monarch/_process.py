@@ -188,7 +188,7 @@ class ProcessRuntime:
                    trace, _clock.now(), len(frames))
         self.outbox.send(table[ranks[0]], msg, frames, block=block)
 
-    def reply(self, port: tuple, index: int, status: int, frames: list[Any] = (),
+    def reply(self, port: tuple, index: int, status: int, frames: Sequence[Any] = (),
               block: bool = True) -> None:
         """Sends a Reply to `port` = (address, port id). Replies to dead processes are dropped."""
         address, port_id = port
@@ -451,7 +451,7 @@ class ProcessRuntime:
                     child, frames = pending[0]
                     self.outbox.send(address, child, frames, block=False)
                 else:
-                    calls = tuple(child._getter(child) for child, _ in pending)
+                    calls = tuple(Call._getter(child) for child, _ in pending)
                     frames = [f for _, fs in pending for f in fs]
                     self.outbox.send(address, Batch(calls, len(frames)), frames, block=False)
             except PeerGone:

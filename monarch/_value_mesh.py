@@ -3,74 +3,99 @@
 from __future__ import annotations
 
 import pprint
-from typing import Any, Generic, Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
+from ._extent import unsigned
+from ._geometry import OnView
 from ._shape import Extent, Point, View
 
 R = TypeVar("R")
 
 
-class ValueMesh(Generic[R]):
-    """Values laid out on an extent, in row-major order.
+class Shaped(Protocol):
+    """Anything with dimension labels and sizes: an Extent, a View."""
 
-    Prints as Monarch does: `ValueMesh({gpus: 2}):` then the pprint of its `(point, value)`
-    items. Slicing, `flatten`, `rename` and `split` return ValueMeshes over the same values.
+    @property
+    def labels(self) -> Sequence[str]: ...
+
+    @property
+    def sizes(self) -> Sequence[int]: ...
+
+
+class ValueMesh(OnView, Generic[R]):
+    """Values laid out on a named n-d extent, one per point, in row-major order.
+
+    Prints as Monarch does: `ValueMesh({gpus: 2}):` then the `pprint` of its `(point, value)`
+    items, indented by two spaces. Iterating yields those items. `slice`, `flatten`, `rename`
+    and `split` return ValueMeshes sharing the same values. Equality is identity, as Monarch's.
+
+    Args:
+        shape: labels and sizes (an Extent or a View; a View's strides and offset are ignored).
+        values: the values in row-major order, one per point.
     """
 
-    def __init__(self, shape: "Extent | View", values: Iterable[R]) -> None:
+    __slots__ = ("__weakref__", "_values", "_view")
+
+    _view: View  # which of `_values` this mesh shows, and how they are laid out
+    _values: list[Any]  # may hold more values than the view shows (slices share it)
+
+    def __init__(self, shape: Shaped, values: Iterable[R]) -> None:
+        self._view = View.dense(shape.labels, shape.sizes)
         self._values = list(values)
-        if isinstance(shape, View):
-            self._view = View.dense(shape.labels, shape.sizes)
-        else:
-            self._view = View.dense(shape.labels, shape.sizes)
         if len(self._values) != len(self._view):
-            raise ValueError(f"{len(self._values)} values for a mesh of {len(self._view)} points")
+            raise ValueError(f"invalid value mesh: expected {len(self._view)} ranks, but "
+                             f"contains {len(self._values)} ranks")
 
     @classmethod
-    def _over(cls, view: View, values: list[Any]) -> "ValueMesh[Any]":
-        mesh: ValueMesh[Any] = cls.__new__(cls)
-        mesh._values = values
-        mesh._view = view
-        return mesh
-
-    @classmethod
-    def from_indexed(cls, shape: "Extent | View", pairs: Iterable[tuple[int, R]]) -> "ValueMesh[R]":
+    def from_indexed(cls, shape: Shaped, pairs: Iterable[tuple[int, R]]) -> ValueMesh[R]:
         """Builds a mesh from `(rank, value)` pairs; a later pair for a rank wins."""
-        values: dict[int, R] = dict(pairs)
         size = len(View.dense(shape.labels, shape.sizes))
-        missing = [r for r in range(size) if r not in values]
-        if missing:
-            raise ValueError(f"no value for ranks {missing}")
-        return cls(shape, [values[r] for r in range(size)])
+        values: dict[int, R] = {}
+        for pair in pairs:
+            if len(pair) != 2:
+                raise ValueError(f"expected tuple of length 2, but got "
+                                 f"{type(pair).__name__} of length {len(pair)}")
+            values[unsigned(pair[0], "pairs")] = pair[1]
+        if len(values) != size or (values and max(values) >= size):
+            found = max(values) + 1 if values and max(values) >= size else len(values)
+            raise ValueError(f"invalid value mesh: expected {size} ranks, but contains "
+                             f"{found} ranks")
+        return cls(shape, [values[rank] for rank in range(size)])
+
+    def _with(self, view: View) -> ValueMesh[R]:
+        mesh: ValueMesh[R] = object.__new__(type(self))
+        mesh._view = view
+        mesh._values = self._values
+        return mesh
 
     # -- access ----------------------------------------------------------------------------
     def items(self) -> Iterator[tuple[Point, R]]:
-        """`(point, value)` pairs in row-major order."""
-        view, values = self._view, self._values
-        extent = view.extent
-        for index in range(len(view)):
-            yield Point(index, extent), values[view.rank_at(index)]
+        """`(point, value)` pairs in row-major order (points in this mesh's extent)."""
+        extent, values = self._view.extent, self._values
+        for index, rank in enumerate(self._view.ranks()):
+            yield Point(index, extent), values[rank]
 
-    def values(self) -> Iterator[R]:
+    def values(self) -> list[R]:
         """The values in row-major order."""
-        view, values = self._view, self._values
-        return (values[view.rank_at(i)] for i in range(len(view)))
+        values = self._values
+        return [values[rank] for rank in self._view.ranks()]
 
-    def item(self, **kwargs: int) -> R:
-        """The value at the given coordinates (every dimension named; none for a single value)."""
-        coords = []
-        for label in self._view.labels:
-            if label not in kwargs:
-                raise KeyError(label)
-            coords.append(kwargs[label])
-        unknown = set(kwargs) - set(self._view.labels)
-        if unknown:
-            raise KeyError(sorted(unknown)[0])
-        return self._values[self._view.slice(**kwargs).offset]
+    def item(self, **coords: int) -> R:
+        """The value at `coords`, which name every dimension (none for a mesh without any).
+
+        Raises:
+            KeyError: a dimension is missing, or a label is not a dimension.
+            IndexError: a coordinate is out of range.
+        """
+        return self._values[self._view.rank_of(coords)]
 
     def get(self, rank: int) -> R:
         """The value of the `rank`-th point (row-major)."""
-        return self._values[self._view.rank_at(rank)]
+        index = unsigned(rank, "rank")
+        if index >= len(self._view):
+            raise ValueError(f"index {index} out of range (len={len(self._view)})")
+        return self._values[self._view.rank_at(index)]
 
     def __iter__(self) -> Iterator[tuple[Point, R]]:
         return self.items()
@@ -78,37 +103,7 @@ class ValueMesh(Generic[R]):
     def __len__(self) -> int:
         return len(self._view)
 
-    # -- geometry --------------------------------------------------------------------------
-    def slice(self, **kwargs: Any) -> "ValueMesh[R]":
-        """The values at the given coordinates: an int drops the dimension, a slice keeps it."""
-        return self._over(self._view.slice(**kwargs), self._values)
-
-    def flatten(self, name: str) -> "ValueMesh[R]":
-        """The same values along one dimension `name`."""
-        return self._over(self._view.flatten(name), self._values)
-
-    def rename(self, **kwargs: str) -> "ValueMesh[R]":
-        """The same values with dimensions renamed (`old=new`)."""
-        return self._over(self._view.rename(**kwargs), self._values)
-
-    def split(self, **kwargs: Any) -> "ValueMesh[R]":
-        """The same values with dimensions split (see `View.split`)."""
-        return self._over(self._view.split(**kwargs), self._values)
-
-    @property
-    def extent(self) -> Extent:
-        """Dimension labels and sizes."""
-        return self._view.extent
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        """Sizes by dimension label."""
-        return dict(zip(self._view.labels, self._view.sizes))
-
-    def size(self, label: str | None = None) -> int:
-        """The number of values, or the size of dimension `label`."""
-        return len(self._view) if label is None else self.sizes[label]
-
+    # -- printing and pickling -------------------------------------------------------------
     def __repr__(self) -> str:
         body = pprint.pformat(tuple(self.items()))
         return f"ValueMesh({self.extent}):\n" + "\n".join("  " + line for line in body.split("\n"))
@@ -116,4 +111,5 @@ class ValueMesh(Generic[R]):
     __str__ = __repr__
 
     def __reduce__(self) -> Any:
-        return ValueMesh._over, (self._view, self._values)
+        # Only the values this mesh shows travel, densely.
+        return type(self), (self.extent, self.values())

@@ -4,9 +4,10 @@ Imports nothing of ``monarch``; importing it starts no thread, opens no socket a
 environment variable (OpenTelemetry, msgpack, protobuf and prometheus_client are imported on
 first use, since importing them reads the environment).
 
-In every process (the runtime's side): `configure`, `start_span` / `current_trace_context` /
-`set_actor_tags` around each handler, `now` / `observe` for the clock, the metric hooks,
-`install_capture`, and `process_recorder().drain()` to ship a batch. In the controller: a
+In every process (the runtime's side): `configure`, `begin_invocation` / `end_invocation` (with
+an `invocation_site`) around each handler, `start_site_span` (with a `call_site`) around each
+call, `current_trace_context` / `set_actor_tags`, `now` / `observe` for the clock, the metric
+hooks, `install_capture`, and `process_recorder().drain()` to ship a batch. In the controller: a
 `Store` that ingests the batches, `fold` for the log view, and the exporters (`OtlpExporter`,
 `serve_metrics`, `write_chrome_trace`). For users: `span`, `traced`, `get_meter`.
 """
@@ -47,7 +48,15 @@ from ._recorder import (
     set_process_recorder,
 )
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
-from ._spans import SpanHandle, start_span
+from ._sites import SpanSite, call_site, invocation_site
+from ._spans import (
+    SiteSpan,
+    SpanHandle,
+    begin_invocation,
+    end_invocation,
+    start_site_span,
+    start_span,
+)
 from ._store import Store, StoreStatistics
 from ._subscribe import Subscription
 
@@ -69,9 +78,11 @@ __all__ = [
     "Rate",
     "Recorder",
     "RecorderStatistics",
+    "SiteSpan",
     "Span",
     "SpanHandle",
     "SpanRecord",
+    "SpanSite",
     "Store",
     "StoreCollector",
     "StoreStatistics",
@@ -80,6 +91,8 @@ __all__ = [
     "TraceContext",
     "TransferRecord",
     "TransferSummary",
+    "begin_invocation",
+    "call_site",
     "chrome_trace",
     "compress_ranks",
     "configure",
@@ -90,6 +103,7 @@ __all__ = [
     "current_trace_context",
     "decode_batch",
     "encode_batch",
+    "end_invocation",
     "fold",
     "get_meter",
     "get_tracer",
@@ -97,6 +111,7 @@ __all__ = [
     "hlc_wall_ns",
     "install_capture",
     "install_otel",
+    "invocation_site",
     "now",
     "observe",
     "observe_handler_latency",
@@ -111,6 +126,7 @@ __all__ = [
     "set_queue_depth",
     "set_trace_context",
     "span",
+    "start_site_span",
     "start_span",
     "traced",
     "write_chrome_trace",

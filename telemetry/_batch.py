@@ -8,7 +8,17 @@ Wire form (a msgpack-friendly list)::
      logs,              # [LogRecord.to_wire(), ...]   (tags already include the resource)
      metrics,           # [MetricPoint.to_wire(), ...]
      transfers,         # [TransferRecord.to_wire(), ...]
-     failures]          # [FailureRecord.to_wire(), ...]
+     failures,          # [FailureRecord.to_wire(), ...]
+     sites,             # [[name, attributes, value_key], ...]: what site spans share
+     site_spans]        # [site indices, trace ids (bytes, 16 each), span ids (bytes, 8 each),
+                        #  parent span ids (bytes, 8 each, zeros: none), start_ns list,
+                        #  end_ns list, outcome names, outcome indices, values]: columns
+
+Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
+site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
+process (see `monarch.telemetry._sites` and `monarch.telemetry._columns`). The last two items
+may be missing (a batch of spans in full form only) or empty; readers ignore trailing items
+they do not know, so a newer sender may append more.
 
 `encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
 either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.
@@ -19,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ._columns import read_site_spans
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
 
 BATCH_VERSION = 1
@@ -57,7 +68,22 @@ def encode_batch(wire: list[Any]) -> bytes:
 
 
 def decode_batch(data: bytes | list[Any]) -> Batch:
-    """Decodes msgpack bytes or a wire list into a `Batch`.
+    """Decodes msgpack bytes or a wire list into a `Batch` (site spans become `SpanRecord`s).
+
+    Raises:
+        BatchError: ``data`` is not a batch of a version this code reads.
+    """
+    wire = unpack_batch(data)
+    (spans, logs, metrics, transfers, failures), invalid = decode_columns(wire)
+    resource = dict(wire[1])
+    site_spans, bad = read_site_spans(wire, source_of(resource))
+    if site_spans is not None:
+        spans += site_spans.records()
+    return Batch(resource, spans, logs, metrics, transfers, failures, invalid + bad)
+
+
+def unpack_batch(data: bytes | bytearray | memoryview | list[Any]) -> list[Any]:
+    """Returns the wire list of a batch given as msgpack bytes or as a wire list.
 
     Raises:
         BatchError: ``data`` is not a batch of a version this code reads.
@@ -67,14 +93,12 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
         raise BatchError(f"not a telemetry batch of version {BATCH_VERSION}")
     if not isinstance(wire[1], dict):
         raise BatchError("batch resource is not a map")
-    invalid = 0
-    columns: list[list[Any]] = []
-    for cls, entries in zip(_KINDS, wire[2:7]):
-        records, bad = _decode_all(cls, entries)
-        columns.append(records)
-        invalid += bad
-    spans, logs, metrics, transfers, failures = columns
-    return Batch(dict(wire[1]), spans, logs, metrics, transfers, failures, invalid)
+    return list(wire)
+
+
+def source_of(resource: dict[str, Any]) -> str:
+    """A process's name in records: its ``proc`` tag, else ``pid-<pid>``."""
+    return str(resource.get("proc") or f"pid-{resource.get('pid')}")
 
 
 def _unpack(data: bytes | bytearray | memoryview) -> Any:
@@ -86,7 +110,19 @@ def _unpack(data: bytes | bytearray | memoryview) -> Any:
         raise BatchError(f"undecodable telemetry batch: {exc}") from None
 
 
-def _decode_all(cls: Any, entries: Any) -> tuple[list[Any], int]:
+def decode_columns(wire: list[Any]) -> tuple[list[list[Any]], int]:
+    """Decodes the record columns of a batch wire list (not its site spans): returns [spans,
+    logs, metrics, transfers, failures] and how many entries could not be read."""
+    invalid = 0
+    columns: list[list[Any]] = []
+    for cls, entries in zip(_KINDS, wire[2:7]):
+        records, bad = _decode_entries(cls, entries)
+        columns.append(records)
+        invalid += bad
+    return columns, invalid
+
+
+def _decode_entries(cls: Any, entries: Any) -> tuple[list[Any], int]:
     if not isinstance(entries, (list, tuple)):
         return [], 1
     records, bad = [], 0

@@ -36,12 +36,12 @@ otel_probe: Callable[[TraceContext | None], TraceContext | None] | None = None
 
 def new_trace_id() -> bytes:
     """Returns a random, non-zero 16-byte trace id."""
-    return (_bits(128) | 1).to_bytes(16, "big")
+    return (_bits(128) | 1).to_bytes(16)  # big-endian
 
 
 def new_span_id() -> bytes:
     """Returns a random, non-zero 8-byte span id."""
-    return (_bits(64) | 1).to_bytes(8, "big")
+    return (_bits(64) | 1).to_bytes(8)  # big-endian
 
 
 def current_trace_context() -> TraceContext | None:

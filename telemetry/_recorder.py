@@ -17,6 +17,7 @@ from typing import Any
 from ._batch import BATCH_VERSION, encode_batch
 from ._metrics import MetricsTable
 from ._records import FailureRecord, MetricPoint, TransferRecord
+from ._sites import count_dropped_invocation, drain_site_spans
 
 KINDS = ("span", "log", "transfer", "failure")
 
@@ -45,10 +46,12 @@ class Recorder:
                       "failure": max_failures}
         self._queues: dict[str, deque[Any]] = {kind: deque() for kind in KINDS}
         self._spans = self._queues["span"]
+        self._site_spans: deque[Any] = deque()  # ended site spans; counted as kind "span"
         self._logs = self._queues["log"]
         self._max_spans, self._max_logs = max_spans, max_logs
         self._drop_lock = threading.Lock()
         self._dropped = dict.fromkeys(KINDS, 0)  # guarded by _drop_lock
+        self._drain_lock = threading.Lock()  # one drainer at a time (the shipper, a flush)
         self._collectors: list[Callable[[], list[MetricPoint]]] = []
         self.metrics = MetricsTable()
         self.resource: dict[str, Any] = {"pid": os.getpid()}
@@ -68,6 +71,18 @@ class Recorder:
             self._spans.append(fields)
         else:
             self.count_dropped("span")
+
+    def add_site_span(self, item: tuple[Any, ...]) -> None:
+        """Buffers an ended site span: (site id, trace_id, span_id, parent_span_id, start_ns,
+        value, end_ns, outcome), see `monarch.telemetry._sites`.
+
+        A span that does not fit is dropped, but its invocation metrics are still counted.
+        """
+        if len(self._site_spans) < self._max_spans:
+            self._site_spans.append(item)
+        else:
+            self.count_dropped("span")
+            count_dropped_invocation(item, self.metrics)
 
     def add_log(self, fields: tuple[Any, ...]) -> None:
         """Buffers a log line: (hlc, wall_ns, stream, level, text, tags, trace context or None).
@@ -97,27 +112,34 @@ class Recorder:
 
     def statistics(self) -> RecorderStatistics:
         """Returns a snapshot: records waiting per kind and records dropped per kind."""
-        return RecorderStatistics({k: len(q) for k, q in self._queues.items()}, self.dropped())
+        pending = {k: len(q) for k, q in self._queues.items()}
+        pending["span"] += len(self._site_spans)
+        return RecorderStatistics(pending, self.dropped())
 
     def pending(self) -> int:
         """Returns how many records wait to be drained."""
-        return sum(len(q) for q in self._queues.values())
+        return sum(len(q) for q in self._queues.values()) + len(self._site_spans)
 
     def drain(self, max_items: int = 4096) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
 
-        Metric points (changed series, plus the drop counters) ride along. Returns None when
-        there is nothing to ship. See `monarch.telemetry._batch` for the format.
+        Site spans (at most ``max_items`` more) and their sites ride along, and so do metric
+        points (changed series, the invocation metrics of the site spans taken, the drop
+        counters). Returns None when there is nothing to ship. See `monarch.telemetry._batch`
+        for the format.
         """
         source, resource = self.source, self.resource
-        spans = [[*f, source] for f in _take(self._spans, max_items)]
-        logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
-        transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
-        failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
-        metrics = [p.to_wire() for p in self._collect_metrics(source)]
-        if not (spans or logs or transfers or failures or metrics):
+        with self._drain_lock:
+            spans = [[*f, source] for f in _take(self._spans, max_items)]
+            sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
+            logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
+            transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
+            failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
+            metrics = [p.to_wire() for p in self._collect_metrics(source)]
+        if not (spans or site_spans or logs or transfers or failures or metrics):
             return None
-        return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures]
+        return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
+                site_spans]
 
     def drain_bytes(self, max_items: int = 4096) -> bytes | None:
         """Like `drain`, encoded with msgpack."""
@@ -127,8 +149,10 @@ class Recorder:
     def after_fork(self) -> None:
         """Empties buffers and metrics in a forked child, which starts its own record."""
         self._drop_lock = threading.Lock()
+        self._drain_lock = threading.Lock()
         for queue in self._queues.values():
             queue.clear()
+        self._site_spans.clear()
         self._dropped = dict.fromkeys(KINDS, 0)
         self.metrics.reset()
         self.resource = {**self.resource, "pid": os.getpid()}

@@ -4,6 +4,10 @@ A `SpanHandle` is a handful of slots; ending it appends one tuple to the process
 ids are random (our own generator, reseeded after fork), the parent comes from the envelope or
 the current context, and while the span is active it is the current trace context, so outgoing
 calls, user spans and log lines made inside it join its trace.
+
+The runtime's own spans are cheaper still: `begin_invocation` / `end_invocation` (an actor's
+invocation, which also feeds the invocation metrics) and `start_site_span` (a caller's span)
+record a tuple that points at a shared `SpanSite` (see `monarch.telemetry._sites`).
 """
 
 from __future__ import annotations
@@ -13,12 +17,17 @@ import time
 from types import TracebackType
 from typing import Any, Self
 
-from . import _context
+from . import _context, _recorder
 from ._context import TraceContext, new_span_id, new_trace_id
 from ._recorder import Recorder, process_recorder
+from ._sites import SpanSite
 
 _time_ns = time.time_ns
 _trace_var = _context._trace
+
+Invocation = tuple[tuple[Any, ...], contextvars.Token[TraceContext | None]]
+"""An open invocation span: ((site id, trace_id, span_id, parent_span_id, start_ns, value),
+the token that restores the trace context)."""
 
 
 class SpanHandle:
@@ -119,3 +128,81 @@ def start_span(name: str, parent: TraceContext | None = None,
         trace_id, parent_span_id = parent
     return SpanHandle(name, trace_id, parent_span_id, {} if attributes is None else attributes,
                       recorder or process_recorder(), activate)
+
+
+def _ids(parent: TraceContext | None) -> tuple[bytes, bytes | None]:
+    if parent is None:
+        parent = _context.current_trace_context()
+    if parent is None:
+        return new_trace_id(), None
+    return parent
+
+
+def begin_invocation(site: SpanSite, parent: TraceContext | None, value: Any = None) -> Invocation:
+    """Starts an invocation span and makes it the current trace context (≈0.5 µs).
+
+    Args:
+        site: from `invocation_site`.
+        parent: (trace_id, span_id) from the envelope; None: the current context or a new trace.
+        value: the span's own value (for invocation sites: the message's bytes).
+
+    Returns:
+        The open span, for `end_invocation` in the same thread or task.
+    """
+    trace_id, parent_span_id = _ids(parent) if parent is None else parent
+    span_id = new_span_id()
+    token = _trace_var.set((trace_id, span_id))
+    return (site.id, trace_id, span_id, parent_span_id, _time_ns(), value), token
+
+
+def end_invocation(invocation: Invocation, outcome: str = "ok") -> None:
+    """Ends an invocation span: records it (and so its metrics) and restores the trace context.
+
+    Args:
+        invocation: from `begin_invocation`; end it once.
+        outcome: ``ok``, ``error``, ``cancelled``, ...
+    """
+    head, token = invocation
+    recorder = _recorder._process
+    if len(recorder._site_spans) < recorder._max_spans:  # add_site_span, inlined: hot path
+        recorder._site_spans.append(head + (_time_ns(), outcome))
+    else:
+        recorder.add_site_span(head + (_time_ns(), outcome))
+    try:
+        _trace_var.reset(token)
+    except ValueError:  # ended in another context (thread/task): nothing to restore here
+        pass
+
+
+class SiteSpan:
+    """An open site span that is not the current context (a caller's span); `end` it once,
+    on any thread.
+
+    Attributes:
+        context: (trace_id, span_id) to put in an outgoing envelope as the receiver's parent.
+    """
+
+    __slots__ = ("_head", "context")
+
+    def __init__(self, site: SpanSite, parent: TraceContext | None = None) -> None:
+        trace_id, parent_span_id = _ids(parent)
+        span_id = new_span_id()
+        self.context: TraceContext = (trace_id, span_id)
+        self._head: tuple[Any, ...] | None = (site.id, trace_id, span_id, parent_span_id,
+                                              _time_ns(), None)
+
+    def end(self, outcome: str = "ok") -> None:
+        """Finishes the span (later calls do nothing)."""
+        head, self._head = self._head, None
+        if head is not None:
+            _recorder._process.add_site_span(head + (_time_ns(), outcome))
+
+
+def start_site_span(site: SpanSite, parent: TraceContext | None = None) -> SiteSpan:
+    """Starts a span of ``site`` that does not become the current context (≈0.6 µs).
+
+    Args:
+        site: e.g. from `call_site`.
+        parent: the parent's (trace_id, span_id); None: the current context or a new trace.
+    """
+    return SiteSpan(site, parent)

@@ -3,6 +3,10 @@
 Everything every process shipped, kept in memory up to fixed limits (oldest evicted first), also
 for ranks and processes that have died. Thread-safe: the I/O thread ingests while the admin API
 and the console query and subscribe.
+
+Ingesting is on the controller's hot path (every process ships every 100 ms): site spans are
+checked column by column and kept as they came (`monarch.telemetry._spanlog`); `SpanRecord`s are
+made for the spans a query returns, or for subscribers when there are any.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
-from ._batch import Batch, BatchError, decode_batch
+from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
+from ._columns import SiteSpanColumns, read_site_spans
 from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
+from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
 _LogKey = tuple[int, str, int, int]
@@ -51,11 +57,10 @@ class Store:
                  max_transfers: int = 50_000, max_failures: int = 10_000,
                  max_series: int = 50_000) -> None:
         self._lock = threading.RLock()
-        self._max_logs, self._max_spans, self._max_series = max_logs, max_spans, max_series
+        self._max_logs, self._max_series = max_logs, max_series
         self._log_keys: list[_LogKey] = []  # sorted; parallel to _logs
         self._logs: list[LogRecord] = []
-        self._spans: deque[SpanRecord] = deque()
-        self._by_trace: dict[bytes, list[SpanRecord]] = {}
+        self._spans = SpanLog(max_spans)
         self._metrics: dict[tuple[Any, ...], MetricPoint] = {}
         self._transfers: deque[TransferRecord] = deque(maxlen=max_transfers)
         self._failures: deque[FailureRecord] = deque(maxlen=max_failures)
@@ -69,21 +74,36 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def ingest(self, batch: bytes | list[Any] | Batch) -> Batch | None:
-        """Adds a drained batch (bytes, wire list or decoded). Returns it decoded, or None when
-        it was not a batch (counted in `statistics`, never raised)."""
+    def ingest(self, batch: bytes | list[Any] | Batch) -> int | None:
+        """Adds a drained batch (bytes, wire list or decoded).
+
+        Returns:
+            How many records it added, or None when it was not a batch (counted in
+            `statistics`, never raised). Entries that cannot be read are skipped and counted.
+        """
+        if isinstance(batch, Batch):
+            records = batch.records()
+            self._ingest(batch.resource, records, None, batch.invalid)
+            return len(records)
         try:
-            decoded = batch if isinstance(batch, Batch) else decode_batch(batch)
+            wire = unpack_batch(batch)
         except BatchError:
             with self._lock:
                 self._invalid += 1
             return None
+        resource = dict(wire[1])
+        site_spans, invalid = read_site_spans(wire, source_of(resource))
+        columns, bad = decode_columns(wire)
+        records = [record for column in columns for record in column]
+        self._ingest(resource, records, site_spans, invalid + bad)
+        return len(records) + (0 if site_spans is None else len(site_spans))
+
+    def _ingest(self, resource: dict[str, Any], records: list[Any],
+                site_spans: SiteSpanColumns | None, invalid: int) -> None:
         with self._lock:
-            self._invalid += decoded.invalid
-            source = str(decoded.resource.get("proc") or f"pid-{decoded.resource.get('pid')}")
-            self._resources[source] = decoded.resource
-            self._add_all(decoded.records(), decoded.resource.get("pid"))
-        return decoded
+            self._invalid += invalid
+            self._resources[source_of(resource)] = resource
+            self._add_all(records, resource.get("pid"), site_spans)
 
     def add(self, record: Record) -> None:
         """Adds one record made in the controller (a failure it detected, its own logs...)."""
@@ -141,13 +161,15 @@ class Store:
         (optionally only those with attribute ``mesh``, or this ``name``), oldest first."""
         with self._lock:
             if trace_id is not None:
-                chosen = sorted(self._by_trace.get(trace_id, ()), key=lambda s: s.start_ns)
-                return chosen[:limit]
-            chosen = [s for s in reversed(self._spans)
-                      if (mesh is None or s.attributes.get("mesh") == mesh)
-                      and (name is None or s.name == name)][:limit]
-        chosen.reverse()
-        return chosen
+                found = self._spans.trace(trace_id)
+            else:
+                found = self._spans.newest(mesh, name, limit)
+                found.reverse()
+        spans = records(found)  # outside the lock: the found spans no longer change
+        if trace_id is not None:
+            spans.sort(key=lambda s: s.start_ns)
+            del spans[limit:]
+        return spans
 
     def metrics(self, by_process: bool = False) -> list[MetricPoint]:
         """Returns the current value of every series: aggregated over processes (see
@@ -215,11 +237,24 @@ class Store:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_all(self, records: list[Any], pid: Any) -> None:
+    def _add_all(self, records: list[Any], pid: Any,
+                 site_spans: SiteSpanColumns | None = None) -> None:
+        spans: list[SpanRecord] = []
         for record in records:
             kind = record.KIND
             self._ingested[kind] += 1
-            getattr(self, "_add_" + kind)(record, pid)
+            if kind == "span":
+                spans.append(record)
+            else:
+                getattr(self, "_add_" + kind)(record, pid)
+        self._ingested["span"] += 0 if site_spans is None else len(site_spans)
+        self._evicted["span"] += self._spans.add(spans, site_spans)
+        if self._subscriptions:
+            self._offer(records, site_spans)
+
+    def _offer(self, records: list[Any], site_spans: SiteSpanColumns | None) -> None:
+        if site_spans is not None and any("span" in s.kinds for s in self._subscriptions):
+            records = records + site_spans.records()
         for subscription in list(self._subscriptions):  # a failing one unsubscribes itself
             wanted = [r for r in records if r.KIND in subscription.kinds]
             if wanted:
@@ -236,17 +271,6 @@ class Store:
             excess = max(excess, self._max_logs // 64)
             del self._log_keys[:excess], self._logs[:excess]
             self._evicted["log"] += excess
-
-    def _add_span(self, record: SpanRecord, pid: Any) -> None:
-        self._spans.append(record)
-        self._by_trace.setdefault(record.trace_id, []).append(record)
-        if len(self._spans) > self._max_spans:
-            old = self._spans.popleft()
-            siblings = self._by_trace[old.trace_id]
-            siblings.remove(old)
-            if not siblings:
-                del self._by_trace[old.trace_id]
-            self._evicted["span"] += 1
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
         key = (point.source, pid, point.name, tuple(sorted(point.labels.items())))

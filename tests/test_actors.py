@@ -296,3 +296,59 @@ def test_stop_then_calls_fail(procs):
     mesh.stop().get(timeout=20)
     with pytest.raises(SupervisionError, match=r"Endpoint call stoppable.add\(\) failed"):
         mesh.slice(gpus=0).add.call_one(1).get(timeout=20)
+
+
+class Sleeper(Actor):
+    @endpoint
+    def sleep(self, seconds: float) -> float:
+        import time
+
+        time.sleep(seconds)
+        return seconds
+
+
+def test_a_busy_sync_actor_does_not_stall_its_proc(procs):
+    """Another actor in the same proc answers, and casts rooted there are forwarded, while one
+    actor of that proc runs a long handler."""
+    sleepers = procs.spawn("sleepers", Sleeper)
+    echoes = procs.spawn("neighbours", Echo)
+    busy = sleepers.slice(gpus=0).sleep.call_one(5.0)
+    assert echoes.slice(gpus=0).add.call_one(1, 1).get(timeout=4) == 2
+    assert list(echoes.add.call(2, 2).get(timeout=4).values()) == [4, 4, 4, 4]
+    assert not busy.done()
+    assert busy.get(timeout=20) == 5.0
+
+
+def test_tcp_transport_for_local_procs():
+    from monarch.actor import ChannelTransport, enable_transport, this_host
+    from monarch.config import configured
+
+    with configured():
+        enable_transport(ChannelTransport.TcpWithLocalhost)
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+    assert all(a.startswith("tcp://127.0.0.1:") for a in procs._table)
+    mesh = procs.spawn("over_tcp", Echo)
+    assert list(mesh.add.call(1, 2).get(timeout=20).values()) == [3, 3]
+    procs.stop().get(timeout=20)
+    with pytest.raises(ValueError, match="not available"):
+        enable_transport("quic")
+
+
+def test_a_failed_call_is_an_error_span(procs):
+    import time
+
+    from monarch._controller._job import current_job
+
+    mesh = procs.spawn("span_outcome", Echo)
+    with pytest.raises(ActorError):
+        mesh.slice(gpus=0).boom.call_one(1).get()
+    mesh.slice(gpus=0).add.call_one(1).get()
+    store = current_job().store
+    deadline = time.monotonic() + 10
+    while True:
+        spans = {s.name: s.outcome for s in store.spans(limit=5000)
+                 if s.name.startswith("call span_outcome.")}
+        if len(spans) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert spans == {"call span_outcome.boom": "error", "call span_outcome.add": "ok"}

@@ -30,6 +30,15 @@ ROWS = [
     "bytes_64MiB_echo_GBps",
     "tensor_64MiB_oneway_GBps",
     "tensor_64MiB_echo_GBps",
+    "memcpy_256MiB_GBps",
+    "rdma_read_1MiB_GBps",
+    "rdma_write_256MiB_GBps",
+    "rdma_tcp_read_256MiB_GBps",
+    "rdma_tcp_write_1MiB_GBps",
+    "death_to_error_ms",
+    "death_to_supervise_ms",
+    "call_one_p50_telemetry_on_us",
+    "call_one_p50_telemetry_off_us",
 ]
 
 

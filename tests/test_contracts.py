@@ -108,3 +108,9 @@ def test_importing_starts_nothing():
                          timeout=60, check=True)
     assert json.loads(out.stdout) == {"threads": 0, "sockets": 0, "torch": False,
                                       "otel": False}
+
+
+def test_monarch_and_telemetry_type_check():
+    out = subprocess.run([sys.executable, "-m", "mypy", "monarch", "telemetry"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:]

@@ -27,6 +27,7 @@ from .._host_mesh import local_host_mesh
 from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
 from .._process import ProcessRuntime
+from .._rdma._segments import sweep_job as sweep_rdma_segments
 from .._rundir import run_root
 from .._shape import Extent, Point, View
 from .._wire import _serial
@@ -93,7 +94,7 @@ class Job:
                                   view=view, host_mesh=self.host_mesh)
         self.singletons: dict[str, Any] = {}
         self.log_options: dict[str, Any] = {}
-        self._preloaded = False
+        self._preloaded: set[str] = set()
         self._shut = False
         self._install()
         set_root(Context(Instance(
@@ -186,9 +187,11 @@ class Job:
         for size in sizes:
             count *= size
         per_host = count // len(hosts)
-        local = all(h == LOCAL_HOST for h in hosts)
+        tcp_host = self._tcp_host()
+        local = tcp_host is None and all(h == LOCAL_HOST for h in hosts)
         table = [f"ipc://{self.run_dir}/{procs}-{rank}.sock"
-                 if hosts[rank // per_host] == LOCAL_HOST else "" for rank in range(count)]
+                 if hosts[rank // per_host] == LOCAL_HOST and tcp_host is None else ""
+                 for rank in range(count)]
         boot = _serial.dumps(bootstrap)[0] if bootstrap is not None else None
         records = []
         remote: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -201,7 +204,8 @@ class Job:
             config = self._proc_config(proc, procs, rank, labels, sizes,
                                        table if local else None, boot)
             if host == LOCAL_HOST:
-                self.agent.fork(proc, dict(config, address=table[rank]))
+                address = table[rank] or f"tcp://{tcp_host}:0"
+                self.agent.fork(proc, dict(config, address=address))
             else:  # a remote proc keeps its node's environment (Slurm's variables and all)
                 remote.setdefault(host, []).append((proc, dict(config, env=None)))
         for host, batch in remote.items():
@@ -212,6 +216,17 @@ class Job:
         done: Future[Any] = Future()
         self._spawning[procs] = (records, done)
         return done
+
+    def _tcp_host(self) -> str | None:
+        """Where local procs listen when the configured transport is tcp (None: ipc)."""
+        transport = config.get("default_transport")
+        if transport in ("unix", "local"):
+            return None
+        host = "127.0.0.1" if transport == "tcp_localhost" else socket.gethostbyname(
+            socket.gethostname())
+        if not self.runtime.address.startswith("tcp://"):
+            self.runtime.listen_tcp(host)
+        return host
 
     def _proc_started(self, record: ProcRecord) -> None:
         """Once every proc of a remote mesh announced its address, everyone gets the table."""
@@ -247,11 +262,12 @@ class Job:
                 "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
 
     def _maybe_preload(self) -> None:
-        if self._preloaded:
-            return
-        self._preloaded = True
-        heavy = [m for m in ("numpy", "torch") if m in sys.modules]
+        """Has the zygote import heavy modules this script uses, so later procs start with
+        them (a proc importing torch itself takes seconds)."""
+        heavy: list[str] = [m for m in ("numpy", "torch")
+                            if m in sys.modules and m not in self._preloaded]
         if heavy:
+            self._preloaded.update(heavy)
             self.agent.preload(heavy)
 
     def stop_procs(self, procs: str, ranks: list[int]) -> Future[None]:
@@ -321,6 +337,7 @@ class Job:
         self.exporters.close()
         self.agent.close()
         self.runtime.close()
+        sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
         shutil.rmtree(self.run_dir, ignore_errors=True)
         with _lock:
             _job = None

@@ -181,20 +181,14 @@ class Supervisor:
             self._failure({
                 "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
                 "class_name": mesh.class_name, "owner": mesh.owner, "owner_id": mesh.owner_id,
-                "proc": record.proc, "host": record.host, "pid": record.pid,
-                "exit_code": record.status if (record.status or 0) >= 0 else None,
-                "signal": -record.status if (record.status or 0) < 0 else None,
-                "reason": reason,
+                **_where(record), "reason": reason,
                 "report": f"The actor {mesh.labels[rank]} and all its descendants have "
                           f"failed:\n  {reason}"})
         if not meshes:
             self._failure({
                 "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
                 "class_name": None, "owner": self.runtime.address, "owner_id": "root",
-                "proc": record.proc, "host": record.host, "pid": record.pid,
-                "exit_code": record.status if (record.status or 0) >= 0 else None,
-                "signal": -record.status if (record.status or 0) < 0 else None,
-                "reason": reason,
+                **_where(record), "reason": reason,
                 "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
                           f"  {reason}"})
 
@@ -229,6 +223,14 @@ class Supervisor:
             _supervision.dispatch_root(_supervision.MeshFailure(failure))
         else:
             self.runtime.notify(failure["owner"], "supervise", failure)
+
+
+def _where(record: ProcRecord) -> dict[str, Any]:
+    """Where a failed proc ran and how it ended (exit code, or the killing signal)."""
+    status = record.status or 0
+    return {"proc": record.proc, "host": record.host, "pid": record.pid,
+            "exit_code": status if status >= 0 else None,
+            "signal": -status if status < 0 else None}
 
 
 def exit_reason(status: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 import msgpack
 
@@ -25,31 +25,41 @@ class WireError(Exception):
     """
 
 
-_KINDS: dict[int, type] = {}
-_M = TypeVar("_M")
+class Message:
+    """Base of wire messages: each kind is a frozen, slotted dataclass registered with
+    `message(kind)`, which fills these class attributes."""
+
+    __slots__ = ()
+    KIND: ClassVar[int]
+    _getter: ClassVar[Callable[[Any], tuple]]
+    _nfields: ClassVar[int]
 
 
-def message(kind: int) -> Callable[[type[_M]], type[_M]]:
-    """Registers a frozen, slotted dataclass as wire message `kind`."""
+_KINDS: dict[int, type[Message]] = {}
+_M = TypeVar("_M", bound=type[Message])
 
-    def register(cls: type[_M]) -> type[_M]:
+
+def message(kind: int) -> Callable[[_M], _M]:
+    """Registers a message dataclass (decorate with it above `@dataclass`) as kind `kind`."""
+
+    def register(cls: _M) -> _M:
         if kind in _KINDS:
             raise ValueError(f"message kind {kind} registered twice")
-        data_cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
-        names = [f.name for f in dataclasses.fields(data_cls)]  # type: ignore[arg-type]
-        data_cls.KIND = kind  # type: ignore[attr-defined]
-        data_cls._getter = operator.attrgetter(*names) if len(names) > 1 else (
-            lambda m, n=names[0]: (getattr(m, n),))  # type: ignore[attr-defined]
-        data_cls._nfields = len(names)  # type: ignore[attr-defined]
-        _KINDS[kind] = data_cls
-        return data_cls
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        cls.KIND = kind
+        getter = operator.attrgetter(*names)
+        cls._getter = getter if len(names) > 1 else (  # type: ignore[assignment]
+            lambda m: (getter(m),))
+        cls._nfields = len(names)
+        _KINDS[kind] = cls
+        return cls
 
     return register
 
 
-def encode(msg: Any) -> bytes:
+def encode(msg: Message) -> bytes:
     """Encodes a registered message's envelope."""
-    return msgpack.packb([VERSION, msg.KIND, *msg._getter(msg)], use_bin_type=True)
+    return msgpack.packb([VERSION, msg.KIND, *type(msg)._getter(msg)], use_bin_type=True)
 
 
 def decode(frame: bytes | memoryview) -> Any:
@@ -78,7 +88,8 @@ FAILED = 2  # the destination actor has failed; payload is the msgpack failure r
 
 
 @message(1)
-class Call:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call(Message):
     """Delivers a method call to the actors of a cast range, forwarding down the cast tree.
 
     `view` (a View's wire form) enumerates the called ranks over the proc mesh `procs`; the hop
@@ -103,7 +114,8 @@ class Call:
 
 
 @message(2)
-class Reply:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reply(Message):
     """A value (or error) for a port: the answer of rank `index` of a call, or a Port.send."""
 
     port: int
@@ -114,7 +126,8 @@ class Reply:
 
 
 @message(3)
-class ProcStarted:
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProcStarted(Message):
     """A proc announces itself to its spawner once its inbox is bound."""
 
     proc: str
@@ -124,7 +137,8 @@ class ProcStarted:
 
 
 @message(4)
-class ProcExited:
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProcExited(Message):
     """A host agent reports that a proc it spawned has exited (code, or -signal)."""
 
     proc: str
@@ -134,7 +148,8 @@ class ProcExited:
 
 
 @message(5)
-class Notice:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Notice(Message):
     """A system notification with a msgpack body (failures, stop requests, topology updates)."""
 
     topic: str
@@ -142,7 +157,8 @@ class Notice:
 
 
 @message(6)
-class Telemetry:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Telemetry(Message):
     """A batch of telemetry records drained from a process's recorder (msgpack, never pickled)."""
 
     source: str
@@ -150,7 +166,8 @@ class Telemetry:
 
 
 @message(7)
-class Batch:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Batch(Message):
     """Several Calls for one destination in one zmq message (a forwarding hop coalesces what
     it forwards to each child within one drain of its inbox). `calls` holds each Call's fields
     (without version and kind); their frames follow the envelope, in order."""

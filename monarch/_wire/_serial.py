@@ -109,7 +109,7 @@ def _reduce_tensor(obj: Any) -> Any:
     if flat.numel() * flat.element_size() < OOB_MIN_BYTES:
         raw: Any = bytes(flat.view(torch.uint8).numpy()) if flat.numel() else b""
     else:
-        raw = pickle.PickleBuffer(flat.view(torch.uint8).numpy())
+        raw = pickle.PickleBuffer(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]
     is_param = type(obj) is torch.nn.Parameter
     return _rebuild_tensor, (raw, str(obj.dtype), tuple(obj.shape), obj.requires_grad, is_param)
 

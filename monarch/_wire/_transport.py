@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import zmq
 import zmq.utils.monitor
+import zmq.utils.z85
 
 from ._messages import WireError, decode, encode
 
@@ -75,7 +76,7 @@ class Inbox:
         self._zap.bind(_ZAP_ENDPOINT)
         self._ctx = ctx
         self._sock, self._monitor = self._listen(endpoint)
-        self.address: str = self._sock.last_endpoint.decode()
+        self.address: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.extra: list[tuple[zmq.Socket, zmq.Socket]] = []
         """Further listening sockets (a tcp one besides ipc), each with its monitor."""
         self.stats = InboxStats()
@@ -101,7 +102,7 @@ class Inbox:
         thread only; poll `poll_sockets()` again afterwards."""
         sock, monitor = self._listen(endpoint)
         self.extra.append((sock, monitor))
-        return sock.last_endpoint.decode()
+        return sock.getsockopt_string(zmq.LAST_ENDPOINT)
 
     def poll_sockets(self) -> tuple[zmq.Socket, zmq.Socket, zmq.Socket]:
         """The main sockets to poll for input: (messages, zap, monitor)."""

@@ -67,14 +67,18 @@ def test_public_api_is_pinned() -> None:
     assert sorted(telemetry.__all__) == sorted([
         "BATCH_VERSION", "Batch", "BatchError", "Capture", "ExporterStatistics", "FailureRecord",
         "FoldedLine", "HybridClock", "LogRecord", "LoggingCapture", "MetricPoint",
-        "MetricsServer", "OtlpConfig", "OtlpExporter", "Rate", "Recorder", "RecorderStatistics", "Span", "SpanHandle",
+        "MetricsServer", "OtlpConfig", "OtlpExporter", "Rate", "Recorder", "RecorderStatistics",
+        "SiteSpan", "Span", "SpanHandle", "SpanSite",
         "SpanRecord", "Store", "StoreCollector", "StoreStatistics", "StreamTee", "Subscription",
-        "TraceContext", "TransferRecord", "TransferSummary", "chrome_trace", "compress_ranks",
+        "TraceContext", "TransferRecord", "TransferSummary", "begin_invocation", "call_site",
+        "chrome_trace", "compress_ranks",
         "configure", "count_bytes", "count_failure", "count_message", "current_actor_tags",
-        "current_trace_context", "decode_batch", "encode_batch", "fold", "get_meter",
-        "get_tracer", "hlc_counter", "hlc_wall_ns", "install_capture", "install_otel", "now",
+        "current_trace_context", "decode_batch", "encode_batch", "end_invocation", "fold",
+        "get_meter",
+        "get_tracer", "hlc_counter", "hlc_wall_ns", "install_capture", "install_otel",
+        "invocation_site", "now",
         "observe", "observe_handler_latency", "process_recorder", "record_failure",
         "record_transfer", "reset_actor_tags", "reset_trace_context", "serve_metrics",
         "set_actor_tags", "set_process_recorder", "set_queue_depth", "set_trace_context", "span",
-        "start_span", "traced", "write_chrome_trace"])
+        "start_site_span", "start_span", "traced", "write_chrome_trace"])
     assert all(hasattr(telemetry, name) for name in telemetry.__all__)

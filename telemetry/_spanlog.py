@@ -1,0 +1,131 @@
+"""The store's spans: a bounded log of chunks, one chunk per ingested batch.
+
+Ingesting a batch appends its spans as a chunk, in no per-span work: the site spans as the
+`SiteSpanColumns` they arrived in, other spans as `SpanRecord`s. Evicting drops whole chunks, or
+moves the start of the oldest one. Records are made only for the spans a query returns, and a
+chunk's trace index is built the first time a trace is looked up in it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from ._columns import SiteSpanColumns
+from ._records import SpanRecord
+
+
+class _Records:
+    """A chunk's spans given as records: the same interface as `SiteSpanColumns`."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: list[SpanRecord]) -> None:
+        self.spans = spans
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def trace_id(self, p: int) -> bytes:
+        return self.spans[p].trace_id
+
+    def name_and_mesh(self, p: int) -> tuple[str, Any]:
+        span = self.spans[p]
+        return span.name, span.attributes.get("mesh")
+
+    def record(self, p: int) -> SpanRecord:
+        return self.spans[p]
+
+
+class _Chunk:
+    __slots__ = ("index", "spans", "start")
+
+    def __init__(self, spans: SiteSpanColumns | _Records) -> None:
+        self.spans = spans
+        self.start = 0  # the spans before it are evicted
+        self.index: dict[bytes, list[int]] | None = None  # trace id -> positions, built lazily
+
+    def positions(self, trace_id: bytes) -> list[int]:
+        if self.index is None:
+            index: dict[bytes, list[int]] = {}
+            trace_of = self.spans.trace_id
+            for p in range(len(self.spans)):
+                index.setdefault(trace_of(p), []).append(p)
+            self.index = index
+        return [p for p in self.index.get(trace_id, ()) if p >= self.start]
+
+
+Found = tuple[SiteSpanColumns | _Records, int]
+"""A span found by a query: turn it into a `SpanRecord` with `records` (outside the lock)."""
+
+
+def records(found: list[Found]) -> list[SpanRecord]:
+    """Returns the records of spans found by `SpanLog.trace` or `SpanLog.newest`."""
+    return [spans.record(p) for spans, p in found]
+
+
+class SpanLog:
+    """Spans in arrival order, at most ``max_spans`` (oldest evicted first).
+
+    Not thread-safe: the store calls it under its lock.
+    """
+
+    def __init__(self, max_spans: int) -> None:
+        self._max = max_spans
+        self._chunks: deque[_Chunk] = deque()
+        self._held = 0  # spans in the chunks from their start on
+
+    def __len__(self) -> int:
+        return self._held
+
+    def add(self, records: list[SpanRecord], columns: SiteSpanColumns | None) -> int:
+        """Appends records, then site spans (the log owns them from now on); returns how many
+        old spans were evicted to make room."""
+        for spans in (_Records(records) if records else None, columns):
+            if spans is not None and len(spans):
+                self._chunks.append(_Chunk(spans))
+                self._held += len(spans)
+        excess = self._held - self._max
+        return self._evict(excess) if excess > 0 else 0
+
+    def trace(self, trace_id: bytes) -> list[Found]:
+        """Returns the spans of one trace, in arrival order (see `records`)."""
+        return [(chunk.spans, p) for chunk in self._chunks for p in chunk.positions(trace_id)]
+
+    def newest(self, mesh: str | None, name: str | None, limit: int) -> list[Found]:
+        """Returns up to ``limit`` of the newest spans (only those with attribute ``mesh`` and
+        this ``name``, if given), newest first (see `records`)."""
+        found: list[Found] = []
+        if limit <= 0:
+            return found
+        for spans, p in self._newest_first():
+            if mesh is not None or name is not None:
+                span_name, span_mesh = spans.name_and_mesh(p)
+                if (mesh is not None and span_mesh != mesh) or (name is not None
+                                                                and span_name != name):
+                    continue
+            found.append((spans, p))
+            if len(found) >= limit:
+                break
+        return found
+
+    def _newest_first(self) -> Iterator[Found]:
+        for chunk in reversed(self._chunks):
+            for p in range(len(chunk.spans) - 1, chunk.start - 1, -1):
+                yield chunk.spans, p
+
+    def _evict(self, excess: int) -> int:
+        evicted = 0
+        chunks = self._chunks
+        while excess > 0 and chunks:
+            chunk = chunks[0]
+            taken = min(len(chunk.spans) - chunk.start, excess)
+            if taken == len(chunk.spans) - chunk.start:
+                chunks.popleft()
+            else:
+                chunk.start += taken
+            excess -= taken
+            evicted += taken
+        self._held -= evicted
+        return evicted
