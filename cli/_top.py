@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,11 @@ def demo(
                "--loggers", str(loggers), "--run-for", str(run_for)]
     with open(log, "wb") as out:
         workload = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_term_with_parent)
+    # a hangup (the terminal closed) or a kill ends the console the same way `q` does
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, _raise_exit)
     try:
         typer.echo(f"monarch demo: starting the workload (pid {workload.pid}, log {log})",
                    err=True)
@@ -76,7 +81,7 @@ def demo(
         from monarch.console._demo_top import DemoTop
 
         DemoTop(client, control, refresh=refresh).run()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
     finally:
         stop_workload(workload, control)
@@ -103,20 +108,35 @@ def wait_for_admin(workload: subprocess.Popen[bytes], log: Path, timeout: float 
 
 
 def stop_workload(workload: subprocess.Popen[bytes], control: Path) -> None:
-    """Asks the workload to stop (its control file, then SIGTERM), kills it if it lingers."""
+    """Asks the workload to stop (its control file, then SIGTERM twice), kills it if it
+    lingers."""
     if workload.poll() is not None:
         return
     (control / "stop").touch()
+    for _ in range(2):
+        try:
+            workload.wait(timeout=20)
+            return
+        except subprocess.TimeoutExpired:
+            workload.terminate()
     try:
         workload.wait(timeout=5)
-        return
-    except subprocess.TimeoutExpired:
-        workload.terminate()
-    try:
-        workload.wait(timeout=10)
     except subprocess.TimeoutExpired:
         workload.kill()
         workload.wait()
+
+
+def _term_with_parent() -> None:
+    """In the workload, before exec: SIGTERM when `monarch demo` dies (Linux), so a killed
+    console never leaves the workload behind."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _raise_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str | None) -> Any:

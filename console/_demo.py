@@ -132,6 +132,7 @@ class Demo:
         self.inspecting: Any = None
         self.stopping = False
         self.loggers, self.log_rate = loggers, log_rate
+        self.proc_meshes: list[Any] = []
 
     def on_failure(self, failure: Any) -> None:
         """The root's fault hook: note the failure, keep going with the survivors."""
@@ -145,6 +146,7 @@ class Demo:
         trainer_procs = host.spawn_procs(per_host={"gpus": 4})
         rollout_procs = host.spawn_procs(per_host={"gpus": 2})
         inspect_procs = host.spawn_procs(per_host={"gpus": 1})
+        self.proc_meshes += [trainer_procs, rollout_procs, inspect_procs]
         self._add("trainers", trainer_procs.spawn("trainers", Trainer), 4)
         self._add("generators", rollout_procs.spawn("generators", Generator), 2)
         self._add("rewards", rollout_procs.spawn("rewards", Reward), 2)
@@ -152,6 +154,7 @@ class Demo:
         if self.loggers:  # 8 actor meshes per proc mesh of 8 procs: 64 actors, 8 processes
             per = min(self.loggers, 8)
             chatty_procs = host.spawn_procs(per_host={"gpus": per})
+            self.proc_meshes.append(chatty_procs)
             for group in range((self.loggers + per - 1) // per):
                 self._add(f"chatty{group}", chatty_procs.spawn(f"chatty{group}", Chatty), per)
 
@@ -237,6 +240,22 @@ class Demo:
     def on_stop(self, step: int) -> None:
         self.stopping = True
 
+    def on_sigterm(self, *_: Any) -> None:
+        """The first SIGTERM stops the loop (and the procs); a second one ends at once (the
+        procs follow: they die with their controller)."""
+        if self.stopping:
+            os._exit(143)
+        self.stopping = True
+
+    def shutdown(self) -> None:
+        """Stops every proc (a paused or busy actor does not hold the job up for long)."""
+        stops = [procs.stop() for procs in self.proc_meshes]
+        for stop in stops:
+            try:
+                stop.get(timeout=15)
+            except Exception as exc:  # noqa: BLE001 - already gone, or did not stop in time
+                print(f"demo: stop: {type(exc).__name__}: {exc}", file=sys.stderr)
+
     def chatter(self, seconds: float) -> None:
         for name in [n for n in self.meshes if n.startswith("chatty")]:
             mesh, _ = self.meshes[name]
@@ -255,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = Demo(args.control, args.loggers, args.log_rate)
     monarch.actor.unhandled_fault_hook = demo.on_failure
-    signal.signal(signal.SIGTERM, lambda *_: setattr(demo, "stopping", True))
+    signal.signal(signal.SIGTERM, demo.on_sigterm)
     demo.spawn()
     if args.loggers:
         demo.chatter(args.run_for or 24 * 3600.0)
@@ -270,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(max(args.interval - (time.monotonic() - begun), 0.0))
     except KeyboardInterrupt:
         pass
-    print(f"demo: done after {step} steps", flush=True)
+    print(f"demo: done after {step} steps; stopping the procs", flush=True)
+    demo.shutdown()
     return 0
 
 

@@ -186,3 +186,24 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_monarch_demo_leaves_nothing_when_its_terminal_closes():
+    import json
+    import tempfile
+
+    run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
+    tmux = Tmux(f"chup-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",
+                {"MONARCH_RUN_DIR": run_dir})
+    try:
+        tmux.wait("trainers[3]", "inspector[0]", timeout=90)
+        (found,) = Path(run_dir).glob("*/admin.json")
+        pid = json.loads(found.read_text())["pid"]
+        tmux.kill()  # the terminal goes away: SIGHUP to `monarch demo`
+        deadline = time.monotonic() + 60
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the workload outlived its terminal"
+            time.sleep(0.1)
+    finally:
+        tmux.kill()
+        shutil.rmtree(run_dir, ignore_errors=True)
