@@ -19,7 +19,6 @@ import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ._model import Snapshot
@@ -44,9 +43,6 @@ class Client(Protocol):
 
     def logs(self, mesh: str | None = None, rank: int | None = None, text: str | None = None,
              since_hlc: int | None = None, limit: int = 500) -> list[dict[str, Any]]: ...
-
-    def follow_logs(self, mesh: str | None = None,
-                    rank: int | None = None) -> Iterator[dict[str, Any]]: ...
 
     def sessions(self) -> list[dict[str, Any]]: ...
 
@@ -74,12 +70,10 @@ class Feed:
     """
 
     def __init__(self, client: Client, interval: float = 1.0, log_limit: int = 20000,
-                 backfill: int = 500, follow: bool = False, log_interval: float = 0.25
-                 ) -> None:
+                 backfill: int = 500, log_interval: float = 0.25) -> None:
         self.client = client
         self.interval = interval
         self._backfill = backfill
-        self._follow = follow
         self._log_interval = log_interval
         self._seen: dict[tuple[Any, Any], int] = {}  # (hlc, proc) of lines in the overlap
         self._lock = threading.Lock()
@@ -88,7 +82,6 @@ class Feed:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._follower: Any = None
         self._stats = {"polls": 0, "poll_errors": 0, "last_poll_ms": 0.0, "logs_received": 0,
                        "logs_dropped": 0, "log_errors": 0}
 
@@ -102,15 +95,10 @@ class Feed:
             self._threads.append(thread)
 
     def stop(self) -> None:
-        """Asks the threads to end (a follow blocked on the network ends with the process)."""
+        """Asks the threads to end (a request in flight ends with its timeout, or with the
+        process: they are daemons)."""
         self._stopped.set()
         self._wake.set()
-        close = getattr(self._follower, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - a generator running on the log thread
-                pass
 
     def poke(self) -> None:
         """Polls now instead of at the next interval."""
@@ -178,22 +166,11 @@ class Feed:
             self._count("log_errors")
         while not self._stopped.is_set():
             try:
-                if self._follow:
-                    last_hlc = self._follow_once(last_hlc)
-                else:
-                    last_hlc = self._poll_logs(last_hlc)
-                    self._stopped.wait(self._log_interval)
+                last_hlc = self._poll_logs(last_hlc)
+                self._stopped.wait(self._log_interval)
             except Exception:  # noqa: BLE001 - counted, retried
                 self._count("log_errors")
                 self._stopped.wait(1.0)
-
-    def _follow_once(self, last_hlc: int) -> int:
-        self._follower = self.client.follow_logs()
-        for record in self._follower:
-            if self._stopped.is_set():
-                break
-            last_hlc = self._fresh_logs([record], last_hlc)
-        return last_hlc
 
     def _poll_logs(self, last_hlc: int) -> int:
         """Fetches the pages after `last_hlc - LOG_OVERLAP_S`; returns the newest stamp."""

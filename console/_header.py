@@ -28,8 +28,9 @@ class JobHeader(Static):
             ("health ", ""), (health, state_style(health) or "bold red"), " • ",
             f"{counts.get('procs_live', counts.get('procs', 0))} procs "
             f"{counts.get('meshes', 0)} meshes {counts.get('actors', 0)} actors")
-        if counts.get("failures"):
-            line.append(f" {counts['failures']} failures", style="bold red")
+        failures = counts.get("failures")
+        if failures:
+            line.append(f" {failures} failure{'s' if failures > 1 else ''}", style="bold red")
         if paused:
             line.append(f" • ⏸ {paused} paused in pdb", style="bold magenta")
         line.append(f" • ⟳ {refresh_s:g}s {fps:4.1f} fps", style="dim")

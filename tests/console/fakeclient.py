@@ -4,7 +4,6 @@ model and widget unit tests only (the Pilot tests of keys run against a real job
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 
@@ -81,11 +80,6 @@ class FakeClient:
     def logs(self, mesh: Any = None, rank: Any = None, text: Any = None, since_hlc: Any = None,
              limit: int = 500) -> list[dict[str, Any]]:
         return [r for r in self.log_records if (since_hlc is None or r["hlc"] > since_hlc)]
-
-    def follow_logs(self, mesh: Any = None, rank: Any = None) -> Any:
-        while True:
-            time.sleep(0.05)
-            yield from ()
 
     def kill(self, mesh: str, selection: str, sig: str = "KILL") -> dict[str, Any]:
         self.calls.append(("kill", (mesh, selection)))

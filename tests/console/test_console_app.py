@@ -8,11 +8,11 @@ import io
 import pytest
 from drive import result_after, select, wait_for
 from fakeclient import FakeClient
+from monarch.console._attach import attach
+from monarch.console.app import MonarchTop
 from screen_text import screen_text
 
 from monarch.admin import AdminError
-from monarch.console._attach import attach
-from monarch.console.app import MonarchTop
 
 pytestmark = pytest.mark.timeout(60)
 
