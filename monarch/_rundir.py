@@ -27,3 +27,59 @@ def run_root() -> Path:
         raise PermissionError(f"{root} belongs to another user")
     os.chmod(root, 0o700)
     return root
+
+
+OWNER = "controller.pid"
+"""Inside a job's run directory: `<pid> <process start time>` of its controller."""
+
+STALE_WITHOUT_OWNER_S = 600.0
+"""A run directory without an owner file this old is debris of a job that never got going."""
+
+
+def claim(run_dir: Path) -> None:
+    """Records this process as the owner of `run_dir` (so later jobs can tell it is alive)."""
+    (run_dir / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+
+
+def sweep_dead(root: Path) -> list[Path]:
+    """Removes the run directories of controllers that are gone (SIGKILLed, crashed)."""
+    import shutil
+    import time
+
+    removed = []
+    for run_dir in root.iterdir():
+        if not run_dir.is_dir() or run_dir.is_symlink():
+            continue
+        try:
+            owner = (run_dir / OWNER).read_text().split()
+            alive = len(owner) == 2 and _start_time(int(owner[0])) == owner[1]
+        except FileNotFoundError:
+            alive = time.time() - run_dir.stat().st_mtime < STALE_WITHOUT_OWNER_S
+        except (OSError, ValueError):
+            continue
+        if not alive:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            removed.append(run_dir)
+    return removed
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time (clock ticks since boot): with the pid, it names one process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "gone"
+
+
+IPC_PATH_MAX = 100
+"""Unix socket paths longer than this do not fit (sun_path is 108 bytes with the NUL)."""
+
+
+def ipc_endpoint(run_dir: Path, name: str) -> str:
+    """The ipc endpoint of `name` in a job: a socket file in its run directory, or, when that
+    path would be too long for a unix socket, an abstract socket named after the job (peers
+    still prove the job secret)."""
+    path = f"{run_dir}/{name}.sock"
+    if len(path) <= IPC_PATH_MAX:
+        return f"ipc://{path}"
+    return f"ipc://@monarch-{run_dir.name}-{name}"

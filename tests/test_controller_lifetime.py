@@ -136,3 +136,30 @@ def test_run_directory_is_private_and_removed(tmp_path):
     mode, parent_mode, run_dir = out.stdout.split()
     assert mode == "0o700" and parent_mode == "0o700"
     assert not Path(run_dir).exists()
+
+
+def test_a_new_job_sweeps_run_directories_of_dead_controllers(tmp_path):
+    run_root = tmp_path / "run"
+    env = dict(os.environ, MONARCH_RUN_DIR=str(run_root))
+    path = script(tmp_path, '''
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        procs.spawn("x", A).pid.call().get()
+        from monarch._controller._job import current_job
+        print(current_job().run_dir, flush=True)
+        time.sleep(60)
+    ''')
+    child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True,
+                             cwd=tmp_path, env=env)
+    dead_dir = Path(child.stdout.readline().strip())
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert dead_dir.exists()  # a SIGKILLed controller cannot clean up after itself
+    (run_root / "someone-else").mkdir()  # fresh, without an owner yet: left alone
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent('''
+        from monarch.actor import context
+        context()
+        from monarch._controller._job import current_job
+        print(current_job().run_dir)
+    ''')], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert not dead_dir.exists() and (run_root / "someone-else").exists()

@@ -28,7 +28,7 @@ from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
 from .._process import ProcessRuntime
 from .._rdma._segments import sweep_job as sweep_rdma_segments
-from .._rundir import run_root
+from .._rundir import claim, ipc_endpoint, run_root, sweep_dead
 from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry
@@ -63,14 +63,17 @@ class Job:
     def __init__(self) -> None:
         self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.started = time.time()
-        self.run_dir = run_root() / self.job_id
+        root = run_root()
+        sweep_dead(root)
+        self.run_dir = root / self.job_id
         self.run_dir.mkdir(mode=0o700)
+        claim(self.run_dir)
         self.hostname = socket.gethostname()
         self.identity = ProcessIdentity(job_id=self.job_id, secret=os.urandom(32),
                                         run_dir=self.run_dir, name="controller",
                                         hostname=self.hostname)
         set_current_process(self.identity)
-        self.runtime = ProcessRuntime(self.identity, f"ipc://{self.run_dir}/ctl.sock")
+        self.runtime = ProcessRuntime(self.identity, ipc_endpoint(self.run_dir, "ctl"))
         _process.set_current(self.runtime)
         self.runtime.learn_table("ctl", (self.runtime.address,))
         self.store = telemetry.Store()
@@ -189,7 +192,7 @@ class Job:
         per_host = count // len(hosts)
         tcp_host = self._tcp_host()
         local = tcp_host is None and all(h == LOCAL_HOST for h in hosts)
-        table = [f"ipc://{self.run_dir}/{procs}-{rank}.sock"
+        table = [ipc_endpoint(self.run_dir, f"{procs}-{rank}")
                  if hosts[rank // per_host] == LOCAL_HOST and tcp_host is None else ""
                  for rank in range(count)]
         boot = _serial.dumps(bootstrap)[0] if bootstrap is not None else None
