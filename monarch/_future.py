@@ -205,17 +205,33 @@ def failed(exc: BaseException) -> Future[Any]:
     return fut
 
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
+class LazyLoop:
+    """An asyncio loop running forever on its own daemon thread, started on first use."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        """The loop (started now if it was not)."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=_run_forever, args=(loop,), name=self._name,
+                                 daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+
+def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    loop.run_forever()
+
+
+_background = LazyLoop("monarch-futures")
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
-    """A process-wide asyncio loop on a daemon thread, started on first use."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="monarch-futures",
-                             daemon=True).start()
-            _loop = loop
-        return _loop
+    """A process-wide loop that runs coroutine-backed futures consumed with `.get()`."""
+    return _background.get()

@@ -24,6 +24,7 @@ from ._channel import Port
 from . import _instrument
 from ._context import Context, Instance, enter, leave
 from ._endpoint import endpoint_table
+from ._future import LazyLoop
 from ._leader import BATON
 from ._process import ProcessRuntime
 from ._wire import _serial
@@ -555,25 +556,13 @@ def supervise_handler(runtime: ProcessRuntime) -> Any:
     return supervise
 
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
+_actors_loop = LazyLoop("monarch-actors")
 
 
 def actor_loop() -> asyncio.AbstractEventLoop:
-    """The process's loop for async actors, on its own thread, started on first use."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=_run_loop, args=(loop,), name="monarch-actors",
-                             daemon=True).start()
-            _loop = loop
-        return _loop
-
-
-def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    loop.run_forever()
+    """The process's loop for async actors (not the futures' loop: an actor blocking on a
+    coroutine future must not wait on its own loop)."""
+    return _actors_loop.get()
 
 
 def _strip(exc: BaseException) -> BaseException:
