@@ -8,7 +8,7 @@ message to the first rank of the view; the procs fan it out (see `_process`).
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from . import _context, _instrument, _process
 from ._endpoint import ActorEndpoint, NotAnEndpoint
@@ -16,7 +16,7 @@ from ._errors import UnpicklableError
 from ._future import Future
 from ._geometry import OnView
 from ._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
-from ._shape import Extent, View
+from ._shape import View
 from ._value_mesh import ValueMesh
 from ._wire import _serial
 from ._wire._transport import PeerGone

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from . import _services
 from ._geometry import OnView
 from ._proc_mesh import ProcMesh
-from ._shape import Extent, View
+from ._shape import View
 
 
 class HostMesh(OnView):

@@ -18,7 +18,6 @@ import time
 import traceback
 from typing import Any
 
-import msgpack
 
 from ._channel import Port
 from . import _instrument
@@ -32,8 +31,10 @@ from ._wire._messages import ERROR, FAILED, OK, Call
 
 STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "stopped"
 _STOP = object()
-_PING = object()
-_SUPERVISE = object()
+PING = object()
+"""Queued behind an actor's messages: answer a ping once __init__ has run."""
+SUPERVISE = object()
+"""Queued behind an actor's messages: offer a failure of a mesh it owns to __supervise__."""
 
 
 class SpawnHeader:
@@ -238,14 +239,14 @@ class ActorSlot:
 
     def special(self, kind: Any, arg: Any) -> None:
         """Runs a system item queued behind the actor's messages (on the actor's thread)."""
-        if kind is _PING:
+        if kind is PING:
             port, index = arg
             if self.state == RUNNING:
                 self.runtime.reply(port, index, OK)
             else:
                 data, _ = _serial.dumps(self.failure or "the actor is not running")
                 self.runtime.reply(port, index, FAILED, [data])
-        elif kind is _SUPERVISE:
+        elif kind is SUPERVISE:
             self.supervise(arg)
 
     def supervise(self, failure: Any) -> None:
@@ -347,7 +348,7 @@ class SyncSlot(ActorSlot):
                 self.finish_stop(*frames)
                 self._drain_refusing()
                 return
-            if msg is _PING or msg is _SUPERVISE:
+            if msg is PING or msg is SUPERVISE:
                 self.special(msg, frames)
                 continue
             prepared = self.prepare(msg, frames)
@@ -374,9 +375,9 @@ class SyncSlot(ActorSlot):
                 msg, _ = self._local.popleft() if self._local else self._queue.get_nowait()
             except queue.Empty:
                 return
-            if msg is _PING:
+            if msg is PING:
                 self.special(msg, _)
-            elif msg is not _STOP and msg is not _SUPERVISE:
+            elif msg is not _STOP and msg is not SUPERVISE:
                 self.refuse(msg)
 
 
@@ -417,12 +418,12 @@ class AsyncSlot(ActorSlot):
                 self.finish_stop(*frames)
                 while pending:
                     item, arg = pending.popleft()
-                    if item is _PING:
+                    if item is PING:
                         self.special(item, arg)
-                    elif item is not _STOP and item is not _SUPERVISE:
+                    elif item is not _STOP and item is not SUPERVISE:
                         self.refuse(item)
                 return
-            if msg is _PING or msg is _SUPERVISE:
+            if msg is PING or msg is SUPERVISE:
                 self.special(msg, frames)
                 continue
             prepared = self.prepare(msg, frames)
@@ -456,104 +457,6 @@ class _NullPort:
 
     def exception(self, obj: BaseException) -> None:
         pass
-
-
-def spawn_handler(runtime: ProcessRuntime, proc_mesh: Any) -> Any:
-    """The system method `spawn`: creates this process's actor of a new mesh (I/O thread)."""
-    def spawn(msg: Call, frames: list[Any]) -> None:
-        header = SpawnHeader(msgpack.unpackb(frames[0].buffer, raw=False))
-        view = runtime.view(msg.view)
-        cls = AsyncSlot if header.is_async else SyncSlot
-        slot = cls(runtime, header, view, msg.lo, frames[1:], proc_mesh)
-        slot.start()
-        runtime.add_actor(header.mesh, slot)
-        runtime.notify(header.controller, "actor_started", {
-            "mesh": header.mesh, "name": header.name, "class_name": header.class_name,
-            "owner": header.owner, "owner_id": header.owner_id, "procs": msg.procs,
-            "rank": slot.rank.rank, "proc": runtime.identity.name, "label": slot.label(),
-            "coords": dict(slot.rank), "labels": list(slot.rank.extent.labels),
-            "sizes": list(slot.rank.extent.sizes)})
-
-    return spawn
-
-
-def stop_handler(runtime: ProcessRuntime) -> Any:
-    """The system method `stop_actors`: stops this process's actor of a mesh (I/O thread)."""
-    def stop(msg: Call, frames: list[Any]) -> None:
-        body = msgpack.unpackb(frames[0].buffer, raw=False)
-        slot = runtime.actors.get(body["mesh"])
-        if slot is None:
-            if msg.port is not None:
-                runtime.reply(msg.port, msg.lo, OK)
-            return
-        if slot.state in (FAILED_STATE, STOPPED):
-            if msg.port is not None:
-                runtime.reply(msg.port, msg.lo, OK)
-            return
-        slot.request_stop(body.get("reason", "actor was stopped"), msg.port)
-
-    return stop
-
-
-def ping_handler(runtime: ProcessRuntime) -> Any:
-    """The system method `ping`: answers once the proc (or one of its actors) is ready."""
-    def ping(msg: Call, frames: list[Any], tries: int = 0) -> None:
-        body = msgpack.unpackb(frames[0].buffer, raw=False) if frames else {}
-        mesh = body.get("mesh")
-        if mesh is None:
-            if msg.port is not None:
-                runtime.reply(msg.port, msg.lo, OK)
-            return
-        slot = runtime.actors.get(mesh)
-        if slot is not None:
-            slot.enqueue_special(_PING, (msg.port, msg.lo))
-        elif tries < 3000:  # the spawn may still be on its way: look again for 30 s
-            runtime.call_later(0.01, lambda: ping(msg, frames, tries + 1))
-        elif msg.port is not None:
-            data, _ = _serial.dumps(f"no actor of mesh {mesh} was spawned on this proc")
-            runtime.reply(msg.port, msg.lo, FAILED, [data])
-
-    return ping
-
-
-def stats_handler(runtime: ProcessRuntime) -> Any:
-    """The system method `stats`: this process's counters (inbox refusals, actors, queues)."""
-    def stats(msg: Call, frames: list[Any]) -> None:
-        if msg.port is None:
-            return
-        inbox = runtime.inbox.stats
-        body = {"received": inbox.received, "bad_frames": inbox.bad_frames,
-                "denied_peers": inbox.denied_peers,
-                "failed_handshakes": inbox.failed_handshakes,
-                "internal_errors": runtime.internal_errors, "pid": os.getpid(),
-                "actors": {mesh: {"state": slot.state, "handled": slot.handled,
-                                  "queued": slot.queue_depth()}
-                           for mesh, slot in runtime.actors.items()}}
-        data, _ = _serial.dumps(body)
-        runtime.reply(msg.port, msg.lo, OK, [data])
-
-    return stats
-
-
-def break_handler(runtime: ProcessRuntime) -> Any:
-    """The notice `break_next`: the actor of `mesh` stops in pdb at its next message."""
-    def break_next(body: dict[str, Any]) -> None:
-        slot = runtime.actors.get(body["mesh"])
-        if slot is not None:
-            slot.break_next = True
-
-    return break_next
-
-
-def supervise_handler(runtime: ProcessRuntime) -> Any:
-    """The notice `supervise`: hands a failure to the owning actor's `__supervise__`."""
-    def supervise(failure: dict[str, Any]) -> None:
-        for slot in runtime.actors.values():
-            if slot.instance.actor_id == failure["owner_id"]:
-                slot.enqueue_special(_SUPERVISE, failure)
-                return
-
-    return supervise
 
 
 _actors_loop = LazyLoop("monarch-actors")

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _debug, _hosting, _instrument, _process, _services
+from . import _agent, _debug, _instrument, _process, _services
 from ._context import Context, Instance, set_root
 from ._host import _lifeline
 from ._host_mesh import local_host_mesh
@@ -62,20 +62,17 @@ def run(config: dict[str, Any]) -> int:
 
 
 def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
-    """The system agent of a process that hosts actors: spawn, stop, ping, stop_proc."""
-    runtime.system_methods["spawn"] = _hosting.spawn_handler(runtime, proc_mesh)
-    runtime.system_methods["stop_actors"] = _hosting.stop_handler(runtime)
-    runtime.system_methods["ping"] = _hosting.ping_handler(runtime)
-    runtime.system_methods["stats"] = _hosting.stats_handler(runtime)
+    """A proc's system agent (see `_agent`), plus what only procs do: stop_proc, and the
+    controller's notices of dead procs and failed actors."""
+    _agent.install(runtime, proc_mesh)
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])
+
     def actor_failed(body: dict[str, Any]) -> None:
         runtime.failed_actors.setdefault((body["mesh"], body["base_rank"]), body["report"])
 
     runtime.notice_handlers["actor_failed"] = actor_failed
-    runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
-    runtime.notice_handlers["break_next"] = _hosting.break_handler(runtime)
     runtime.notice_handlers["stop_proc"] = lambda body: _stop_proc(runtime, None, 0)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import msgpack
 
@@ -15,7 +15,7 @@ from ._errors import UnpicklableError
 from ._future import Future
 from ._geometry import OnView
 from ._ports import CallInfo, CallSink
-from ._shape import Extent, View
+from ._shape import View
 from ._value_mesh import ValueMesh
 from ._wire import _serial
 

@@ -22,15 +22,13 @@ import zmq
 
 from . import _clock, _future
 from ._identity import ProcessIdentity
+from ._forward import Forwarder
 from ._leader import BATON, DONE, PARK_CHECK_S, Leadership
 from ._ordering import Numbering, Reorder
 from ._ports import Sink
 from ._shape import View
 from ._wire._messages import CALL_FIELDS, Batch, Call, Notice, Reply, Seqs
 from ._wire._transport import Inbox, Outbox, PeerGone
-
-FANOUT = 16
-"""Children per hop of the cast tree."""
 
 SYSTEM_PREFIX = "@"
 """Mesh ids starting with this address a proc mesh's system agents (one per proc)."""
@@ -63,9 +61,7 @@ class ProcessRuntime:
         self.ports: dict[int, Sink] = {}
         self._port_ids = itertools.count(1)
         self._views: dict[tuple, View] = {}
-        self._plans: dict[tuple, list[tuple[int, int, str]]] = {}
-        self._forwards: dict[str, list[tuple[Call, list[Any]]]] = {}
-        """Calls forwarded during the current drain, by next hop; sent as one Batch each."""
+        self.forwarder = Forwarder(self)
         self._calls: list[Callable[[], None]] = []
         self._calls_lock = threading.Lock()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -295,8 +291,8 @@ class ProcessRuntime:
                     elif fd is extra_monitor:
                         self.inbox.service_monitor(extra_monitor)
         self._run_timers()
-        if self._forwards:
-            self._flush_forwards()
+        if self.forwarder.pending:
+            self.forwarder.flush()
         if self.outbox.backlogged:
             self.outbox.flush()
 
@@ -407,55 +403,8 @@ class ProcessRuntime:
             if msg.procs not in self.tables:
                 self._untabled.setdefault(msg.procs, []).append((msg, frames))
                 return
-            self._forward(msg, frames)
+            self.forwarder.forward(msg, frames)
         self.reorder.push((msg.sender, msg.mesh), Seqs.at(msg.seqs, 0), (msg, frames))
-
-    def _forward(self, msg: Call, frames: list[Any]) -> None:
-        hlc = _clock.now()
-        forwards = self._forwards
-        for lo, hi, address in self._plan(msg):
-            child = Call(msg.sender, msg.mesh, msg.method, msg.procs, msg.view, lo, hi,
-                         Seqs.window(msg.seqs, lo - msg.lo, hi - msg.lo), msg.port, msg.trace,
-                         hlc, msg.nframes)
-            pending = forwards.get(address)
-            if pending is None:
-                forwards[address] = [(child, frames)]
-            else:
-                pending.append((child, frames))
-                if len(pending) >= 256:
-                    self._flush_forwards(address)
-
-    def _plan(self, msg: Call) -> list[tuple[int, int, str]]:
-        """The children of this hop for a cast range: (lo, hi, address) each (cached)."""
-        key = (msg.view, msg.lo, msg.hi, msg.procs)
-        plan = self._plans.get(key)
-        if plan is None:
-            view = self.view(msg.view)
-            table = self.tables[msg.procs]
-            plan = [(lo, hi, table[view.rank_at(lo)])
-                    for lo, hi in view.chunks(msg.lo, msg.hi, FANOUT)]
-            if len(self._plans) > 4096:
-                self._plans.clear()
-            self._plans[key] = plan
-        return plan
-
-    def _flush_forwards(self, only: str | None = None) -> None:
-        """Sends what was forwarded: one Call, or one Batch per next hop."""
-        addresses = [only] if only is not None else list(self._forwards)
-        for address in addresses:
-            pending = self._forwards.pop(address, None)
-            if not pending:
-                continue
-            try:
-                if len(pending) == 1:
-                    child, frames = pending[0]
-                    self.outbox.send(address, child, frames, block=False)
-                else:
-                    calls = tuple(Call._getter(child) for child, _ in pending)
-                    frames = [f for _, fs in pending for f in fs]
-                    self.outbox.send(address, Batch(calls, len(frames)), frames, block=False)
-            except PeerGone:
-                pass  # its death is (or will be) known: the callers' sinks fail then
 
     def learn_table(self, procs: str, addresses: Sequence[str]) -> None:
         """Records a proc mesh's address table; releases calls that waited for it. I/O thread."""

@@ -8,7 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ._extent import unsigned
 from ._geometry import OnView
-from ._shape import Extent, Point, View
+from ._shape import Point, View
 
 R = TypeVar("R")
 

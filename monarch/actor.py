@@ -19,7 +19,7 @@ from typing import Any
 
 from . import config
 from ._actor import Actor
-from ._actor_mesh import ActorMesh
+from ._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
 from ._channel import Channel, Port, PortReceiver
 from ._context import Context, context, current_actor_name, current_rank, current_size
 from ._endpoint import (Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint,
@@ -65,7 +65,8 @@ def debug_controller() -> Any:
     return _debug_controller()
 
 
-__all__ = [
+# span, traced and get_meter are served lazily by __getattr__ below.
+__all__ = [  # noqa: F822
     "Accumulator", "Actor", "ActorError", "Channel", "ChannelTransport", "Context", "Endpoint",
     "Extent", "Future", "HostMesh", "MeshFailure", "Point", "Port", "PortReceiver", "ProcId",
     "ProcMesh", "Uid", "ValueMesh", "as_endpoint", "attach", "attach_to_workers",

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from .. import _hosting, _instrument, _process, _services, config, telemetry
+from .. import _agent, _instrument, _process, _services, config, telemetry
 from .._context import Context, Instance, set_root
 from .._future import Future
 from .._host._agent import HostAgent
@@ -121,11 +121,7 @@ class Job:
 
     def _install(self) -> None:
         runtime = self.runtime
-        runtime.system_methods["spawn"] = _hosting.spawn_handler(runtime, lambda: self.proc_mesh)
-        runtime.system_methods["stop_actors"] = _hosting.stop_handler(runtime)
-        runtime.system_methods["ping"] = _hosting.ping_handler(runtime)
-        runtime.system_methods["stats"] = _hosting.stats_handler(runtime)
-        runtime.notice_handlers["supervise"] = _hosting.supervise_handler(runtime)
+        _agent.install(runtime, lambda: self.proc_mesh)
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
                     "shutdown_hosts": self.shutdown_hosts,
