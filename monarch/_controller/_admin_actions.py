@@ -11,6 +11,7 @@ import os
 import shutil
 import signal as _signal
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -223,8 +224,12 @@ def parse_signal(sig: str | int) -> int:
 
 
 def py_spy_dump(pid: int | None) -> str:
-    """`py-spy dump --pid PID` (py-spy from PYSPY_BIN or PATH); ActionError with why if not."""
-    binary = os.environ.get("PYSPY_BIN") or shutil.which("py-spy")
+    """`py-spy dump --pid PID` (py-spy from PYSPY_BIN, this Python's environment, or PATH);
+    ActionError with why if not."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    binary = (os.environ.get("PYSPY_BIN")
+              or (beside if os.access(beside, os.X_OK) else None)
+              or shutil.which("py-spy"))
     if not binary:
         raise ActionError("py-spy is not installed: `pip install py-spy` (or set PYSPY_BIN)")
     if not pid:
