@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _services
+from . import _context, _process, _services
 from ._geometry import OnView
 from ._proc_mesh import ProcMesh
 from ._shape import View
@@ -38,8 +38,11 @@ class HostMesh(OnView):
         hosts = [self._hosts[r] for r in self._view.ranks()]
         extent = self._view.extent
         labels, sizes = [*extent.labels, *per_host], [*extent.sizes, *per_host.values()]
-        procs, table = _services.call("spawn_procs", hosts, labels, sizes, name,
-                                      bootstrap).get(timeout=120)
+        owner = _context.context().actor_instance  # its __supervise__ hears of dead procs
+        runtime = _process.current()
+        procs, table = _services.call("spawn_procs", hosts, labels, sizes, name, bootstrap,
+                                      owner.actor_id, runtime.address if runtime else ""
+                                      ).get(timeout=120)
         full = View.dense(labels, sizes)
         return ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
 

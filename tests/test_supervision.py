@@ -210,6 +210,62 @@ def test_actor_owner_supervises_its_child_mesh(fault_log, procs):
     assert not [f for f in fault_log.failures if f.mesh_name in ("owned", "owner_ok")]
 
 
+def _children(pid: int) -> set[int]:
+    """The pids whose parent is `pid` (from /proc)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+class BareOwner(Actor):
+    """Spawns procs that host no actor and supervises them."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.bare = None
+
+    @endpoint
+    def spawn_bare(self) -> None:
+        self.bare = this_host().spawn_procs(per_host={"gpus": 1}, name="bare")
+
+    @endpoint
+    def supervised(self) -> list[str]:
+        return self.seen
+
+    def __supervise__(self, failure) -> bool:
+        self.seen.append(failure.report())
+        return True
+
+
+def test_death_of_a_bare_proc_goes_to_the_actor_that_spawned_it(fault_log, procs):
+    """A proc with no actor on it still has an owner: the actor that spawned its mesh."""
+    owner = procs.spawn("bare_owner", BareOwner).slice(gpus=0)
+    owner.supervised.call_one().get(timeout=30)
+    zygotes = [p for p in _children(os.getpid())
+               if b"_zygote" in open(f"/proc/{p}/cmdline", "rb").read()]
+    before = set().union(*(_children(z) for z in zygotes))
+    owner.spawn_bare.call_one().get(timeout=30)
+    deadline = time.monotonic() + 20
+    while not (new := set().union(*(_children(z) for z in zygotes)) - before):
+        assert time.monotonic() < deadline, "the bare proc did not start"
+        time.sleep(0.05)
+    time.sleep(0.5)  # let it announce itself
+    os.kill(new.pop(), signal.SIGKILL)
+    while not owner.supervised.call_one().get(timeout=20):
+        assert time.monotonic() < deadline + 20, "__supervise__ was not called"
+        time.sleep(0.05)
+    report = owner.supervised.call_one().get()[0]
+    assert "of proc mesh bare-" in report and "Killed(sig=9)" in report, report
+    assert not [f for f in fault_log.failures if f.mesh_name.startswith("bare")]
+
+
 def test_unhandled_child_failure_escalates_to_the_owner_and_root(fault_log, procs):
     owner = procs.spawn("owner_no", Owner, False).slice(gpus=0)
     owner.child_pids.call_one().get(timeout=30)

@@ -176,7 +176,8 @@ class Job:
 
     # -- services (I/O thread) -------------------------------------------------------------
     def spawn_procs(self, hosts: list[str], labels: list[str], sizes: list[int],
-                    name: str | None, bootstrap: Any) -> Any:
+                    name: str | None, bootstrap: Any, owner_id: str = "root",
+                    owner: str = "") -> Any:
         unknown = [h for h in hosts if h != LOCAL_HOST and h not in self.workers.hosts]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
@@ -197,7 +198,8 @@ class Job:
         for rank in range(count):
             host, proc = hosts[rank // per_host], f"{procs}-{rank}"
             record = ProcRecord(proc, procs, rank, table[rank],
-                                self.hostname if host == LOCAL_HOST else "", host_id=host)
+                                self.hostname if host == LOCAL_HOST else "", host_id=host,
+                                owner=owner or self.runtime.address, owner_id=owner_id)
             self.supervisor.add_proc(record)
             records.append(record)
             config = self._proc_config(proc, procs, rank, labels, sizes,

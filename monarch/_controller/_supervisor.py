@@ -37,6 +37,10 @@ class ProcRecord:
     status: int | None = None
     started: float = dataclasses.field(default_factory=time.time)
     meshes: set[str] = dataclasses.field(default_factory=set)
+    owner: str = ""
+    """The address of the process whose actor spawned the proc mesh (the controller's: root)."""
+    owner_id: str = "root"
+    """That actor's id: whose `__supervise__` hears of the proc's death when no actor ran on it."""
 
 
 @dataclasses.dataclass
@@ -187,7 +191,8 @@ class Supervisor:
         if not meshes:
             self._failure({
                 "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
-                "class_name": None, "owner": self.runtime.address, "owner_id": "root",
+                "class_name": None, "owner": record.owner or self.runtime.address,
+                "owner_id": record.owner_id,
                 **_where(record), "reason": reason,
                 "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
                           f"  {reason}"})
