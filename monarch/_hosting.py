@@ -233,6 +233,8 @@ class ActorSlot:
             self.state = STOPPED
             self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
                             f"  {reason}")
+            self.runtime.notify(self.header.controller, "actor_stopped",
+                                {"mesh": self.header.mesh, "rank": self.rank.rank})
         self.done.set()
         if port is not None:
             self.runtime.reply(port, self.index, OK)

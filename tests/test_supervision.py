@@ -266,6 +266,18 @@ def test_death_of_a_bare_proc_goes_to_the_actor_that_spawned_it(fault_log, procs
     assert not [f for f in fault_log.failures if f.mesh_name.startswith("bare")]
 
 
+def test_death_of_a_proc_after_its_actors_stopped_is_a_proc_failure(fault_log):
+    procs = this_host().spawn_procs(per_host={"gpus": 2}, name="afterstop")
+    mesh = procs.spawn("stopped_then_killed", Victim)
+    pids = list(mesh.pid.call().get(timeout=30).values())
+    mesh.stop().get(timeout=30)
+    os.kill(pids[1], signal.SIGKILL)
+    failure = fault_log.wait_for(lambda f: f.mesh_name.startswith("afterstop-"))
+    assert "of proc mesh afterstop-" in failure.report() and "Killed(sig=9)" in failure.report()
+    assert not [f for f in fault_log.failures if f.mesh_name == "stopped_then_killed"]
+    procs.stop().get(timeout=30)
+
+
 def test_unhandled_child_failure_escalates_to_the_owner_and_root(fault_log, procs):
     owner = procs.spawn("owner_no", Owner, False).slice(gpus=0)
     owner.child_pids.call_one().get(timeout=30)

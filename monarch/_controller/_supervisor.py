@@ -84,6 +84,7 @@ class Supervisor:
         runtime.kind_handlers[ProcStarted] = lambda msg, frames: self.proc_started(msg)
         runtime.notice_handlers["actor_started"] = self.actor_started
         runtime.notice_handlers["actor_failed"] = self.actor_failed
+        runtime.notice_handlers["actor_stopped"] = self.actor_stopped
 
     # -- procs -----------------------------------------------------------------------------
     def add_proc(self, record: ProcRecord) -> None:
@@ -176,11 +177,14 @@ class Supervisor:
 
     def _proc_failed(self, record: ProcRecord, reason: str) -> None:
         self._dead(record, reason)
-        meshes = [self.meshes[m] for m in record.meshes if m in self.meshes]
-        for mesh in meshes:
+        meshes, reported = [], False
+        for mesh in (self.meshes[m] for m in record.meshes if m in self.meshes):
             rank = next((r for r, p in mesh.ranks.items() if p == record.proc), None)
-            if rank is None:
+            if rank is None or mesh.states.get(rank) in (STOPPED, FAILED):
+                # a stopped actor cannot fail; a failed one was reported already
+                reported = reported or (rank is not None and mesh.states[rank] == FAILED)
                 continue
+            meshes.append(mesh)
             mesh.states[rank] = FAILED
             self._failure({
                 "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
@@ -188,7 +192,7 @@ class Supervisor:
                 **_where(record), "reason": reason,
                 "report": f"The actor {mesh.labels[rank]} and all its descendants have "
                           f"failed:\n  {reason}"})
-        if not meshes:
+        if not meshes and not reported:  # no actor to blame: the proc mesh's owner hears
             self._failure({
                 "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
                 "class_name": None, "owner": record.owner or self.runtime.address,
@@ -219,6 +223,11 @@ class Supervisor:
         if mesh is not None:
             mesh.states[body["rank"]] = FAILED
         self._failure(body)
+
+    def actor_stopped(self, body: dict[str, Any]) -> None:
+        mesh = self.meshes.get(body["mesh"])
+        if mesh is not None and mesh.states.get(body["rank"]) == RUNNING:
+            mesh.states[body["rank"]] = STOPPED
 
     def _failure(self, failure: dict[str, Any]) -> None:
         failure = dict(failure, time=time.time())
