@@ -23,17 +23,17 @@ class Forwarder:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self._plans: dict[tuple, list[tuple[int, int, str]]] = {}
-        self.pending: dict[str, list[tuple[Call, list[Any]]]] = {}
-        """Calls forwarded during the current drain, by next hop's address."""
+        self.pending: dict[str, list[tuple[tuple, list[Any]]]] = {}
+        """Calls (their fields) forwarded during the current drain, by next hop's address."""
 
     def forward(self, msg: Call, frames: list[Any]) -> None:
         """Queues the children's share of a cast range (sent by `flush`)."""
         hlc = _clock.now()
         pending_by_hop = self.pending
+        base, seqs, window = msg.lo, msg.seqs, Seqs.window
         for lo, hi, address in self._plan(msg):
-            child = Call(msg.sender, msg.mesh, msg.method, msg.procs, msg.view, lo, hi,
-                         Seqs.window(msg.seqs, lo - msg.lo, hi - msg.lo), msg.port, msg.trace,
-                         hlc, msg.nframes)
+            child = (msg.sender, msg.mesh, msg.method, msg.procs, msg.view, lo, hi,
+                     window(seqs, lo - base, hi - base), msg.port, msg.trace, hlc, msg.nframes)
             pending = pending_by_hop.get(address)
             if pending is None:
                 pending_by_hop[address] = [(child, frames)]
@@ -66,9 +66,9 @@ class Forwarder:
             try:
                 if len(pending) == 1:
                     child, frames = pending[0]
-                    outbox.send(address, child, frames, block=False)
+                    outbox.send(address, Call(*child), frames, block=False)
                 else:
-                    calls = tuple(Call._getter(child) for child, _ in pending)
+                    calls = tuple(child for child, _ in pending)
                     frames = [f for _, fs in pending for f in fs]
                     outbox.send(address, Batch(calls, len(frames)), frames, block=False)
             except PeerGone:
