@@ -158,6 +158,7 @@ class ActorMesh(OnView, Generic[A]):
 
         return stop_actors(self, reason)
 
+    @property
     def initialized(self) -> Future[None]:
         """A future settled once every actor has run `__init__`."""
         from ._proc_mesh import ping_actors

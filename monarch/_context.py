@@ -2,13 +2,13 @@
 
 This is the one global the runtime keeps (a ContextVar, so each actor thread and task sees its
 own). Outside any actor, `context()` is the process's root instance; in a process that is not a
-proc, asking for it starts the job (the process becomes the controller).
+proc, asking for it starts the job (the process becomes the controller) through the starter the
+public surface registered (`set_job_starter`): the runtime never imports the controller.
 """
 
 from __future__ import annotations
 
 import contextvars
-import importlib
 import threading
 from typing import Any, Callable
 
@@ -18,6 +18,8 @@ _current: contextvars.ContextVar["Context | None"] = contextvars.ContextVar(
     "monarch_context", default=None)
 _root: "Context | None" = None
 _root_lock = threading.Lock()
+# Starts the job in a process that is not a proc; registered by `monarch._jobstart`.
+_job_starter: Callable[[], None] | None = None
 
 
 class Instance:
@@ -107,9 +109,17 @@ def context() -> Context:
 def root() -> Context:
     """This process's root context; in a process that is not a proc, starts the job."""
     if _root is None:
-        importlib.import_module("monarch._controller._job").ensure_job()
+        if _job_starter is None:
+            raise RuntimeError("no monarch job in this process: import monarch.actor to start one")
+        _job_starter()
     assert _root is not None
     return _root
+
+
+def set_job_starter(start: Callable[[], None]) -> None:
+    """Registers how `root()` starts the job (the controller's seam; see `monarch._jobstart`)."""
+    global _job_starter
+    _job_starter = start
 
 
 def set_root(ctx: Context | None) -> None:

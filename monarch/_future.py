@@ -198,6 +198,15 @@ def resolved(value: Any) -> Future[Any]:
     return fut
 
 
+def chained(source: Future[Any], transform: Callable[[Any], R]) -> Future[R]:
+    """A future of `transform(value of source)`, computed by its first consumer; it fails as
+    `source` fails."""
+    out: Future[R] = Future()
+    source.add_done_callback(
+        lambda: out.set_lazy(lambda: transform(source._resolve()), fails=source.failed()))
+    return out
+
+
 def failed(exc: BaseException) -> Future[Any]:
     """A future already settled with `exc`."""
     fut: Future[Any] = Future()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _context, _process, _services
+from ._future import Future, resolved
 from ._geometry import OnView
 from ._proc_mesh import ProcMesh
 from ._shape import View
@@ -45,6 +46,12 @@ class HostMesh(OnView):
                                       ).get(timeout=120)
         full = View.dense(labels, sizes)
         return ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
+
+    @property
+    def initialized(self) -> Future[bool]:
+        """A future of True once the hosts are usable; a HostMesh is made from hosts that
+        answered already (this host, attached workers), so it is settled."""
+        return resolved(True)
 
     def _with(self, view: View) -> "HostMesh":
         return HostMesh(hosts=self._hosts, full=self._full, view=view)

@@ -12,7 +12,7 @@ from ._actor import Actor
 from ._actor_mesh import ActorMesh
 from ._endpoint import check_sync_async, endpoint_table
 from ._errors import UnpicklableError
-from ._future import Future
+from ._future import Future, chained
 from ._geometry import OnView
 from ._ports import CallInfo, CallSink
 from ._shape import View
@@ -80,9 +80,12 @@ class ProcMesh(OnView):
         return self._host_mesh
 
     # -- lifecycle -------------------------------------------------------------------------
-    def initialized(self) -> Future[None]:
-        """A future settled once every proc answers."""
-        return _system_call(self._procs, self._table, self._view, self._ranks, "ping", {})
+    @property
+    def initialized(self) -> Future[bool]:
+        """A future of True, settled once every proc of this mesh answers (`await
+        procs.initialized`). It says the procs were usable then, not that they still are."""
+        pinged = _system_call(self._procs, self._table, self._view, self._ranks, "ping", {})
+        return chained(pinged, lambda _: True)
 
     def stats(self) -> Future[Any]:
         """A future of a ValueMesh of each proc's counters (messages received, frames and peers

@@ -8,7 +8,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 
 class MeshFailure:
@@ -65,15 +65,25 @@ def default_unhandled_fault_hook(failure: MeshFailure) -> None:
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
 
 
+# Returns the hook in force now: `monarch.actor` registers a lookup of its module attribute,
+# which users replace by assignment (the runtime never imports the public surface).
+_fault_hook_lookup: Callable[[], Callable[[MeshFailure], None]] = \
+    lambda: default_unhandled_fault_hook
+
+
+def set_fault_hook_lookup(lookup: Callable[[], Callable[[MeshFailure], None]]) -> None:
+    """Registers where `dispatch_root` finds the root's unhandled fault hook."""
+    global _fault_hook_lookup
+    _fault_hook_lookup = lookup
+
+
 def dispatch_root(failure: MeshFailure) -> None:
     """Runs `monarch.actor.unhandled_fault_hook` for a failure nobody owns but the root.
 
     Runs on its own thread: a hook may block or call into monarch.
     """
     def run() -> None:
-        import monarch.actor
-
-        hook = getattr(monarch.actor, "unhandled_fault_hook", default_unhandled_fault_hook)
+        hook = _fault_hook_lookup()
         try:
             hook(failure)
         except BaseException:  # noqa: BLE001 - a broken hook must not end supervision

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
 from typing import Any
 
@@ -16,8 +15,9 @@ def shutdown_context(host_timeout: float | None = None) -> Future[None]:
     Also runs at interpreter exit. The script itself keeps running; a later use of monarch
     starts a new job.
     """
-    job_module = importlib.import_module("monarch._controller._job")
-    job = job_module.current_job()
+    from ._controller._job import current_job
+
+    job = current_job()
     done: Future[None] = Future()
     if job is not None:
         job.shutdown(timeout=host_timeout if host_timeout is not None else 5.0)

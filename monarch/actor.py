@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import config
+from . import _jobstart, _supervision, config  # noqa: F401 - _jobstart: the job starts on use
 from ._actor import Actor
 from ._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
 from ._channel import Channel, Port, PortReceiver
@@ -47,6 +47,11 @@ def this_host() -> HostMesh:
 def this_proc() -> ProcMesh:
     """The process this code runs in, as a ProcMesh of one; `spawn` on it spawns actors here."""
     return context().actor_instance.proc
+
+
+# The root's failures run whatever `monarch.actor.unhandled_fault_hook` is when they arrive
+# (users replace it by assignment); the runtime reads it through this seam.
+_supervision.set_fault_hook_lookup(lambda: unhandled_fault_hook)
 
 
 def __getattr__(name: str) -> Any:

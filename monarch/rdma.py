@@ -27,7 +27,7 @@ import operator
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _rdma
+from . import _jobstart, _rdma  # noqa: F401 - _jobstart: a controller starts on first use
 from ._future import Future
 from ._rdma import BufferDroppedError, OwnerGoneError, RDMAError
 

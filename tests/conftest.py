@@ -35,6 +35,17 @@ class FaultLog:
             pytest.fail(f"no matching failure within {timeout}s; got {self.failures}")
         return next(f for f in self.failures if predicate(f))
 
+    def wait_count(self, predicate: Any, count: int, timeout: float = 30.0) -> list[Any]:
+        """Waits until `count` failures matching `predicate` arrived; returns them."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: len([f for f in self.failures if predicate(f)]) >= count, timeout)
+            found = [f for f in self.failures if predicate(f)]
+        if len(found) < count:
+            pytest.fail(f"{len(found)} matching failures within {timeout}s, not {count}: "
+                        f"{self.failures}")
+        return found
+
 
 @pytest.fixture(scope="session")
 def fault_log() -> Iterator[FaultLog]:

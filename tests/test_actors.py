@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 
 import pytest
+from waiting import wait_until
 
 from monarch.actor import (Accumulator, Actor, ActorError, Channel, Port, ValueMesh, as_endpoint,
                            concurrent_endpoint, context, current_actor_name, current_rank,
@@ -41,6 +43,10 @@ class Echo(Actor):
     def history(self) -> list[int]:
         return self.seen
 
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
     @endpoint(explicit_response_port=True)
     def twice(self, port: Port, x: int) -> None:
         port.send(x * 2)
@@ -52,6 +58,7 @@ class Echo(Actor):
 class AsyncEcho(Actor):
     def __init__(self) -> None:
         self.started: list[int] = []
+        self.gate = asyncio.Event()
 
     @endpoint
     async def add(self, a: int, b: int = 0) -> int:
@@ -63,6 +70,17 @@ class AsyncEcho(Actor):
         self.started.append(i)
         await asyncio.sleep(wait)
         return i
+
+    @concurrent_endpoint
+    async def gated(self, i: int) -> int:
+        """Returns once `open_gate` was called."""
+        self.started.append(i)
+        await self.gate.wait()
+        return i
+
+    @endpoint
+    async def open_gate(self) -> None:
+        self.gate.set()
 
     @endpoint
     async def order(self) -> list[int]:
@@ -112,6 +130,7 @@ def test_call_returns_value_mesh(procs):
         assert value["rank"] == point.rank
         assert value["size"] == {"gpus": 4}
         assert value["tag"] == "t"
+        assert value["name"] == f"echo_call[{point.rank}]"
     assert repr(result).startswith("ValueMesh({gpus: 4}):\n  (({'gpus': 0/4},")
 
 
@@ -185,9 +204,10 @@ def test_actor_error_text_and_survival(procs):
 
 def test_future_timeout(procs):
     mesh = procs.spawn("slowpoke", AsyncEcho)
-    fut = mesh.slice(gpus=0).slow.call_one(1, 2.0)
+    fut = mesh.slice(gpus=0).gated.call_one(1)
     with pytest.raises(TimeoutError):
         fut.get(timeout=0.05)
+    mesh.slice(gpus=0).open_gate.call_one().get(timeout=10)
     assert fut.get(timeout=10) == 1
 
 
@@ -195,9 +215,10 @@ def test_async_actor_and_concurrent_endpoint(procs):
     mesh = procs.spawn("async_echo", AsyncEcho)
     assert mesh.slice(gpus=1).add.call_one(2, b=3).get() == 5
     one = mesh.slice(gpus=0)
-    slow = one.slow.call_one(1, 1.0)
+    slow = one.gated.call_one(1)
     fast = one.slow.call_one(2, 0.0)
-    assert fast.get(timeout=10) == 2 and not slow.done()
+    assert fast.get(timeout=10) == 2 and not slow.done()  # it waits for the gate
+    one.open_gate.call_one().get(timeout=10)
     assert slow.get(timeout=10) == 1
     assert one.order.call_one().get() == [1, 2]
 
@@ -281,12 +302,12 @@ def test_get_or_spawn_controller_is_a_singleton(procs):
     assert second.incr.call_one().get() == 12
 
 
-def test_this_proc_hosts_actors_in_the_controller():
-    import os
-
+def test_this_proc_hosts_actors_in_the_controller(procs):
     mesh = this_proc().spawn("local", Echo)
     assert mesh.add.call_one(1, 1).get() == 2
-    assert len(mesh) == 1 and os.getpid() > 0
+    assert len(mesh) == 1 and mesh.pid.call_one().get() == os.getpid()
+    elsewhere = procs.spawn("not_local", Echo).pid.call().get(timeout=30).values()
+    assert os.getpid() not in elsewhere and len(set(elsewhere)) == 4
 
 
 def test_stop_then_calls_fail(procs):
@@ -300,23 +321,32 @@ def test_stop_then_calls_fail(procs):
 
 class Sleeper(Actor):
     @endpoint
-    def sleep(self, seconds: float) -> float:
+    def busy_until(self, started: Port, flag: str) -> str:
+        """Says it started, then blocks its thread until the file `flag` exists (60 s at most)."""
         import time
+        from pathlib import Path
 
-        time.sleep(seconds)
-        return seconds
+        started.send("started")
+        deadline = time.monotonic() + 60
+        while not Path(flag).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "released" if Path(flag).exists() else "gave up"
 
 
-def test_a_busy_sync_actor_does_not_stall_its_proc(procs):
+def test_a_busy_sync_actor_does_not_stall_its_proc(procs, tmp_path):
     """Another actor in the same proc answers, and casts rooted there are forwarded, while one
     actor of that proc runs a long handler."""
     sleepers = procs.spawn("sleepers", Sleeper)
     echoes = procs.spawn("neighbours", Echo)
-    busy = sleepers.slice(gpus=0).sleep.call_one(5.0)
-    assert echoes.slice(gpus=0).add.call_one(1, 1).get(timeout=4) == 2
-    assert list(echoes.add.call(2, 2).get(timeout=4).values()) == [4, 4, 4, 4]
-    assert not busy.done()
-    assert busy.get(timeout=20) == 5.0
+    port, receiver = Channel.open()
+    flag = tmp_path / "release"
+    busy = sleepers.slice(gpus=0).busy_until.call_one(port, str(flag))
+    assert receiver.recv().get(timeout=30) == "started"
+    assert echoes.slice(gpus=0).add.call_one(1, 1).get(timeout=30) == 2
+    assert list(echoes.add.call(2, 2).get(timeout=30).values()) == [4, 4, 4, 4]
+    assert not busy.done()  # still blocked: the answers did not wait for it
+    flag.touch()
+    assert busy.get(timeout=30) == "released"
 
 
 def test_tcp_transport_for_local_procs():
@@ -335,7 +365,6 @@ def test_tcp_transport_for_local_procs():
 
 
 def test_a_failed_call_is_an_error_span(procs):
-    import time
 
     from monarch._controller._job import current_job
 
@@ -344,11 +373,10 @@ def test_a_failed_call_is_an_error_span(procs):
         mesh.slice(gpus=0).boom.call_one(1).get()
     mesh.slice(gpus=0).add.call_one(1).get()
     store = current_job().store
-    deadline = time.monotonic() + 10
-    while True:
-        spans = {s.name: s.outcome for s in store.spans(limit=5000)
-                 if s.name.startswith("call span_outcome.")}
-        if len(spans) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert spans == {"call span_outcome.boom": "error", "call span_outcome.add": "ok"}
+
+    def spans() -> dict[str, str]:
+        return {s.name: s.outcome for s in store.spans(limit=5000)
+                if s.name.startswith("call span_outcome.")}
+
+    wait_until(lambda: len(spans()) == 2, "both call spans in the store")
+    assert spans() == {"call span_outcome.boom": "error", "call span_outcome.add": "ok"}

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import monarch.actor
 
+from import_graph import cycles, graph, module_files, raw_imports, reachable
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MONARCH_ACTOR_ALL = sorted([
@@ -32,29 +34,9 @@ def test_monarch_actor_all_is_frozen():
 
 
 def imports_of(path: Path) -> set[str]:
-    """Absolute module names a file imports (relative imports resolved)."""
-    tree = ast.parse(path.read_text())
-    rel = path.relative_to(ROOT).with_suffix("")
-    package = ["monarch", *{"telemetry": ["telemetry"], "console": ["console"],
-                            "cli": ["cli"]}.get(rel.parts[0], [])]
-    parts = list(rel.parts)
-    if parts[0] == "monarch":
-        package = parts[:-1]
-    else:
-        package = ["monarch", *parts[:-1]]
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)
-    return found
+    """Absolute dotted names a file imports, wherever the import stands."""
+    names = {path: name for name, path in module_files().items()}
+    return raw_imports(names[path], path)
 
 
 def files(folder: str) -> list[Path]:
@@ -81,13 +63,45 @@ def test_wire_knows_nothing_of_meshes_or_futures():
         assert not bad, f"{path} imports {bad}"
 
 
+def is_controller(module: str) -> bool:
+    return module == "monarch._controller" or module.startswith("monarch._controller.")
+
+
+def test_no_import_cycle_through_the_controller():
+    """The runtime (all the controller imports, directly or not) never imports the controller:
+    the job starts through a seam the public surface registers (`monarch._jobstart`)."""
+    through = [c for c in cycles(graph()) if any(is_controller(m) for m in c)]
+    assert not through, f"import cycles through monarch._controller: {through}"
+
+
 def test_proc_side_never_imports_the_controller_side():
-    proc_side = [ROOT / "monarch" / "_proc_main.py", ROOT / "monarch" / "_hosting.py",
-                 ROOT / "monarch" / "_process.py", ROOT / "monarch" / "actor.py",
-                 *files("monarch/_host")]
-    for path in proc_side:
-        bad = {m for m in imports_of(path) if m.startswith("monarch._controller")}
-        assert not bad, f"{path} imports {bad}"
+    edges = graph()
+    for start in ("monarch._proc_main", "monarch._host._zygote", "monarch._host._agent",
+                  "monarch._host.worker"):
+        bad = sorted(m for m in reachable(edges, start) if is_controller(m))
+        assert not bad, f"{start} imports {bad}"
+
+
+def test_the_import_graph_sees_lazy_and_importlib_imports(tmp_path):
+    """The checks above can fail: a cycle made by a function-level import and an importlib call
+    is found."""
+    (tmp_path / "monarch" / "_controller").mkdir(parents=True)
+    for folder in ("telemetry", "console", "cli"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "monarch" / "__init__.py").write_text("")
+    (tmp_path / "monarch" / "_controller" / "__init__.py").write_text("")
+    (tmp_path / "monarch" / "_controller" / "_job.py").write_text("from .. import _context\n")
+    (tmp_path / "monarch" / "_context.py").write_text(
+        "import importlib\n"
+        "def root():\n"
+        "    importlib.import_module('monarch._controller._job')\n")
+    (tmp_path / "monarch" / "_other.py").write_text(
+        "def f():\n    from ._controller import _job\n")
+    edges = graph(tmp_path)
+    assert edges["monarch._context"] == {"monarch", "monarch._controller",
+                                         "monarch._controller._job"}
+    assert "monarch._controller._job" in edges["monarch._other"]
+    assert cycles(edges) == [["monarch._context", "monarch._controller._job"]]
 
 
 def test_importing_starts_nothing():
@@ -114,3 +128,45 @@ def test_monarch_and_telemetry_type_check():
     out = subprocess.run([sys.executable, "-m", "mypy", "monarch", "telemetry"], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:]
+
+
+def sleeps_in_test_bodies(source: str, filename: str = "<test>") -> list[str]:
+    """`time.sleep(...)`, `asyncio.sleep(x)` with x != 0 and `pilot.pause(x)` called in the
+    body of a `test_*` function (nested functions included): a sleep then an assertion races
+    the machine. A line may say why it must sleep with a `# sleep-ok: <reason>` comment."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name.startswith("test_")):
+            continue
+        for call in ast.walk(node):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                continue
+            owner = call.func.value
+            name = f"{owner.id}.{call.func.attr}" if isinstance(owner, ast.Name) else ""
+            zero = bool(call.args) and isinstance(call.args[0], ast.Constant) \
+                and call.args[0].value == 0
+            if (name == "time.sleep" or (name == "asyncio.sleep" and not zero)
+                    or (call.func.attr == "pause" and call.args)) \
+                    and "# sleep-ok:" not in lines[call.lineno - 1]:
+                found.append(f"{filename}:{call.lineno} {node.name}: {name or call.func.attr}")
+    return found
+
+
+def test_no_sleep_in_test_bodies():
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        found += sleeps_in_test_bodies(path.read_text(), str(path.relative_to(ROOT)))
+    assert not found, "wait on the event (tests/waiting.py), not a sleep:\n" + "\n".join(found)
+
+
+def test_the_sleep_check_can_fail():
+    source = ("import time, asyncio\n"
+              "def helper():\n    time.sleep(1)\n"
+              "def test_a():\n    time.sleep(0.2)\n    assert True\n"
+              "async def test_b(pilot):\n    await asyncio.sleep(0)\n"
+              "    await pilot.pause(0.3)\n    await asyncio.sleep(1)\n"
+              "def test_c():\n    time.sleep(1)  # sleep-ok: a measurement window\n")
+    assert sleeps_in_test_bodies(source) == [
+        "<test>:5 test_a: time.sleep", "<test>:9 test_b: pilot.pause", "<test>:10 test_b: asyncio.sleep"]

@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from waiting import alive, wait_gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,27 +42,6 @@ def script(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "controller.py"
     path.write_text(PRELUDE + textwrap.dedent(body))
     return path
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (exited, not yet reaped by its parent) is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [p for p in pids if alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if alive(p)]
 
 
 @pytest.mark.parametrize("failure, reason", [
@@ -103,18 +82,22 @@ def test_no_orphans_when_the_controller_ends(tmp_path, ending):
         from monarch._controller._job import current_job
         print(__import__("json").dumps({{"procs": pids, "zygote": current_job().agent.zygote_pid}}),
               flush=True)
+        sys.stdin.readline()  # the test checked that everything is alive
         {finish}
     ''')
-    child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True,
-                             cwd=tmp_path)
+    child = subprocess.Popen([sys.executable, str(path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         started = json.loads(child.stdout.readline())
         pids = [*started["procs"], started["zygote"]]
-        assert all(alive(p) for p in pids)
+        assert all(alive(p) for p in pids)  # the controller is still waiting for our line
         if ending == "sigkill":
             child.send_signal(signal.SIGKILL)
+        else:
+            child.stdin.write("end\n")
+            child.stdin.flush()
         child.wait(timeout=60)
-        assert wait_gone(pids) == []
+        wait_gone(*pids)
     finally:
         if child.poll() is None:
             child.kill()

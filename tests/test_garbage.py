@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
 import msgpack
 import pytest
+from waiting import wait_until
 import zmq
 
 from monarch._identity import current_process
@@ -35,16 +35,6 @@ def push(ctx: zmq.Context, address: str, password: bytes | None) -> zmq.Socket:
         sock.plain_password = password
     sock.connect(address)
     return sock
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def stats_of(procs, rank=0):
@@ -89,7 +79,7 @@ def test_garbage_and_unknown_peers_on_a_proc_inbox(procs):
                     and now["denied_peers"] > before["denied_peers"])
             return now if done else None
 
-        after = wait_for(settled)
+        after = wait_until(settled)
         assert after["failed_handshakes"] > before["failed_handshakes"]
         assert after["internal_errors"] == before["internal_errors"]
         # The proc and its actor are fine.
@@ -109,7 +99,7 @@ def test_garbage_on_the_controller_inbox(procs):
         impostor.send(b"x")
         insider = push(ctx, runtime.address, current_process().secret)
         insider.send(b"\x00\x01garbage")
-        wait_for(lambda: runtime.inbox.stats.bad_frames > before[0]
+        wait_until(lambda: runtime.inbox.stats.bad_frames > before[0]
                  and runtime.inbox.stats.denied_peers > before[1])
         assert procs.spawn("still_works", Adder).add.call(1, 1).get().get(0) == 2
     finally:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
+from waiting import wait_gone, wait_until
 
+from monarch._rundir import run_root, sweep_dead
 from monarch.actor import (Actor, SupervisionError, attach_to_workers, current_rank, endpoint,
                            this_host)
 
@@ -38,24 +40,32 @@ def free_port(host: str) -> int:
 
 
 @pytest.fixture
-def workers(monkeypatch, fault_log):
+def workers(monkeypatch, fault_log, tmp_path):
+    """Two workers on 127.0.0.2 and 127.0.0.3; their stderr goes to `tmp_path/worker-N.err`."""
     secret = secrets.token_hex(16)
     monkeypatch.setenv("MONARCH_WORKER_SECRET", secret)
     started = []
     addresses = []
-    for host in ("127.0.0.2", "127.0.0.3"):
+    for n, host in enumerate(("127.0.0.2", "127.0.0.3")):
         address = f"tcp://{host}:{free_port(host)}"
-        child = subprocess.Popen([sys.executable, "-m", "monarch._host.worker", "--address",
-                                  address], stdout=subprocess.PIPE, text=True,
-                                 env=dict(os.environ, MONARCH_WORKER_SECRET=secret))
+        with open(tmp_path / f"worker-{n}.err", "w") as stderr:
+            child = subprocess.Popen([sys.executable, "-m", "monarch._host.worker", "--address",
+                                      address], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                     env=dict(os.environ, MONARCH_WORKER_SECRET=secret))
         assert "listening" in child.stdout.readline()
         started.append(child)
         addresses.append(address)
     yield addresses, started
     for child in started:
         if child.poll() is None:
+            child.terminate()  # a worker ends through its cleanup on SIGTERM
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             child.kill()
-        child.wait(timeout=30)
+            child.wait(timeout=30)
+            raise
+    sweep_dead(run_root())  # what the next job would do for a SIGKILLed worker's directory
 
 
 def test_mesh_spans_hosts_and_survives_losing_one(workers, fault_log):
@@ -84,21 +94,21 @@ def test_mesh_spans_hosts_and_survives_losing_one(workers, fault_log):
     with pytest.raises(SupervisionError, match="was lost"):
         mesh.slice(hosts=1, gpus=0).where.call_one().get(timeout=30)
     assert len(mesh.slice(hosts=0).where.call().get(timeout=30)) == 2
-    deadline = time.monotonic() + 20
-    for pid in by_host[1]:  # the lost host's procs did not outlive their worker
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            assert time.monotonic() < deadline, f"proc {pid} outlived its host"
-            time.sleep(0.05)
+    wait_gone(*by_host[1])  # the lost host's procs did not outlive their worker
 
 
-def test_wrong_worker_secret_is_refused(workers, monkeypatch):
+def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
+    """The worker refuses (and counts) a controller that does not know its secret; the
+    controller gives up with a hint instead of hanging."""
+    from monarch._controller import _remote
+
     addresses, _ = workers
     monkeypatch.setenv("MONARCH_WORKER_SECRET", "not the secret")
     with pytest.raises(TimeoutError, match="MONARCH_WORKER_SECRET"):
-        from monarch._controller import _remote
-
         _remote.attach_to_workers(addresses[:1], timeout=2.0)
+    refusal = wait_until(lambda: re.search(r"refused (\d+) connection\(s\) that did not prove "
+                                           r"the worker secret",
+                                           (tmp_path / "worker-0.err").read_text()),
+                         "the worker to report the refusal")
+    assert int(refusal.group(1)) >= 1
+    assert "refused" not in (tmp_path / "worker-1.err").read_text()  # not asked: not refused

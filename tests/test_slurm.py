@@ -6,10 +6,10 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from monarch.actor import Actor, SupervisionError, current_rank, endpoint
 
@@ -92,7 +92,4 @@ def test_slurm_job_spans_nodes_and_losing_one_is_a_supervision_event(slurm, tmp_
         assert len(mesh.slice(hosts=0).where.call().get(timeout=30)) == 2
     finally:
         job.kill()
-    deadline = time.monotonic() + 30
-    while worker_pids(port):
-        assert time.monotonic() < deadline, f"workers left: {worker_pids(port)}"
-        time.sleep(0.2)
+    wait_until(lambda: not worker_pids(port), "the Slurm workers to exit")

@@ -11,9 +11,9 @@ import os
 import random
 import signal
 import threading
-import time
 
 import pytest
+from waiting import wait_until
 
 from monarch.actor import Actor, ActorError, SupervisionError, context, endpoint, this_host
 
@@ -201,10 +201,7 @@ def test_actor_owner_supervises_its_child_mesh(fault_log, procs):
     owner = procs.spawn("owner_ok", Owner, True).slice(gpus=0)
     owner.child_pids.call_one().get(timeout=30)
     owner.kill_child.call_one().get(timeout=30)
-    deadline = time.monotonic() + 20
-    while not owner.supervised.call_one().get(timeout=20):
-        assert time.monotonic() < deadline, "__supervise__ was not called"
-        time.sleep(0.05)
+    wait_until(lambda: owner.supervised.call_one().get(timeout=20), "__supervise__ was called")
     report = owner.supervised.call_one().get()[0]
     assert "owned{'gpus': 1/2}" in report and "Killed(sig=9)" in report
     assert not [f for f in fault_log.failures if f.mesh_name in ("owned", "owner_ok")]
@@ -234,6 +231,7 @@ class BareOwner(Actor):
     @endpoint
     def spawn_bare(self) -> None:
         self.bare = this_host().spawn_procs(per_host={"gpus": 1}, name="bare")
+        assert self.bare.initialized.get(timeout=30) is True  # up, and known to the controller
 
     @endpoint
     def supervised(self) -> list[str]:
@@ -251,16 +249,11 @@ def test_death_of_a_bare_proc_goes_to_the_actor_that_spawned_it(fault_log, procs
     zygotes = [p for p in _children(os.getpid())
                if b"_zygote" in open(f"/proc/{p}/cmdline", "rb").read()]
     before = set().union(*(_children(z) for z in zygotes))
-    owner.spawn_bare.call_one().get(timeout=30)
-    deadline = time.monotonic() + 20
-    while not (new := set().union(*(_children(z) for z in zygotes)) - before):
-        assert time.monotonic() < deadline, "the bare proc did not start"
-        time.sleep(0.05)
-    time.sleep(0.5)  # let it announce itself
+    owner.spawn_bare.call_one().get(timeout=30)  # returns once the bare proc answered
+    new = set().union(*(_children(z) for z in zygotes)) - before
+    assert len(new) == 1, new
     os.kill(new.pop(), signal.SIGKILL)
-    while not owner.supervised.call_one().get(timeout=20):
-        assert time.monotonic() < deadline + 20, "__supervise__ was not called"
-        time.sleep(0.05)
+    wait_until(lambda: owner.supervised.call_one().get(timeout=20), "__supervise__ was called")
     report = owner.supervised.call_one().get()[0]
     assert "of proc mesh bare-" in report and "Killed(sig=9)" in report, report
     assert not [f for f in fault_log.failures if f.mesh_name.startswith("bare")]
@@ -321,17 +314,20 @@ def test_kill_random_ranks_under_steady_load(fault_log):
     threads = [threading.Thread(target=load) for _ in range(3)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
-    for pid in random.Random(7).sample(pids, 2):
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-    time.sleep(0.5)
-    stop.set()
-    for t in threads:
-        t.join(timeout=60)
+    try:
+        wait_until(lambda: outcomes["ok"] >= 30, "the load is running")
+        for pid in random.Random(7).sample(pids, 2):
+            os.kill(pid, signal.SIGKILL)
+        fault_log.wait_count(about("load"), 2)
+        wait_until(lambda: outcomes["supervision"] >= 1, "calls to the dead ranks failed")
+        answered = outcomes["ok"]
+        wait_until(lambda: outcomes["ok"] >= answered + 30, "the survivors still answer")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
     assert not errors and not any(t.is_alive() for t in threads)
     assert outcomes["ok"] + outcomes["supervision"] == issued
-    assert outcomes["ok"] > 0 and outcomes["supervision"] > 0
     assert len([f for f in fault_log.failures if f.mesh_name == "load"]) == 2
 
 

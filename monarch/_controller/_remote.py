@@ -145,10 +145,10 @@ def attach_to_workers(workers: list[Any], name: str | None = None,
     from .._host.worker import worker_secret
     from .._host_mesh import HostMesh
     from .._services import call
+    from .._context import root
     from .._shape import View
-    from ._job import ensure_job
 
-    ensure_job()
+    root()  # this process becomes the controller, if it is not yet
     addresses = [w.get(timeout=60) if isinstance(w, Future) else str(w) for w in workers]
     if not addresses:
         raise ValueError("attach_to_workers needs at least one worker address")

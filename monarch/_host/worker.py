@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -24,6 +27,7 @@ from typing import Any
 from .._future import Future
 from .._identity import ProcessIdentity, set_current_process
 from .._process import ProcessRuntime
+from .._rundir import claim, run_root, sweep_dead
 from .._wire._messages import ProcExited
 from ._agent import HostAgent
 
@@ -55,6 +59,7 @@ class Worker:
         self.controller: str | None = None
         self.heard = 0.0
         self.procs: dict[int, str] = {}
+        self.refused = 0  # peers refused so far (reported on stderr)
         self.agent = self._new_agent()
         runtime.notice_handlers.update({
             "attach": self.attach, "fork": self.fork, "signal": self.signal,
@@ -103,6 +108,7 @@ class Worker:
             self.runtime.call_soon(self.runtime.close)
 
     def tick(self) -> None:
+        self._report_refusals()
         if self.controller is not None:
             if time.monotonic() - self.heard > SILENCE_S:
                 self.release("the controller fell silent")
@@ -114,6 +120,16 @@ class Worker:
                                     {"worker": self.runtime.address})
         if not self.runtime._closing:
             self.runtime.call_later(HEARTBEAT_S, self.tick)
+
+    def _report_refusals(self) -> None:
+        """Says on stderr when peers without the worker secret were refused (counted by the
+        inbox): a controller with the wrong secret sees only a timeout, the worker says why."""
+        stats = self.runtime.inbox.stats
+        refused = stats.denied_peers + stats.failed_handshakes
+        if refused > self.refused:
+            print(f"monarch worker: refused {refused - self.refused} connection(s) that did not "
+                  f"prove the worker secret ({refused} in all)", file=sys.stderr, flush=True)
+            self.refused = refused
 
     def release(self, why: str) -> None:
         """Forgets the controller and kills every proc forked for it."""
@@ -131,6 +147,7 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None) -> No
         runtime.run_here()
     finally:
         runtime.outbox.close(linger_ms=200)
+        shutil.rmtree(runtime.identity.run_dir, ignore_errors=True)
 
 
 def serve_in_background(address: str, secret: bytes | None = None) -> Future[None]:
@@ -152,7 +169,12 @@ def serve_in_background(address: str, secret: bytes | None = None) -> Future[Non
 def _runtime(address: str, secret: bytes | None) -> ProcessRuntime:
     if not address.startswith("tcp://"):
         raise ValueError(f"a worker listens on tcp://HOST:PORT, not {address!r}")
-    run_dir = Path(tempfile.mkdtemp(prefix="monarch-worker-"))
+    # In the per-user run root, owned by this process: removed when the worker ends, and
+    # swept by the next job or worker on this host if the worker was SIGKILLed.
+    root = run_root()
+    sweep_dead(root)
+    run_dir = Path(tempfile.mkdtemp(prefix="worker-", dir=root))
+    claim(run_dir)
     identity = ProcessIdentity(job_id="worker", secret=secret or worker_secret(),
                                run_dir=run_dir, name=f"worker@{socket.gethostname()}",
                                bind_host=_host_of(address))
@@ -173,6 +195,8 @@ def main() -> None:
                         help="exit when the controller shuts the worker down or falls silent")
     args = parser.parse_args()
     address = args.address or f"tcp://{node_address()}:{args.port}"
+    # SIGTERM (scancel, kill, a test's teardown) ends the worker through its cleanup.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     print(f"monarch worker listening on {address}", flush=True)
     serve(address, forever=not args.until_shutdown)
 

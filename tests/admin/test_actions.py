@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+from waiting import pid_gone, wait_until
 
 from monarch.actor import this_host
 from monarch.admin import AdminError
@@ -20,17 +21,6 @@ def pids(admin, mesh_name):
     return {a["rank"]: by_proc[a["proc"]] for a in mesh["actors"]}, mesh
 
 
-def gone(pid, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
     pm = this_host().spawn_procs(per_host={"hosts": 2, "gpus": 2})
     try:
@@ -41,7 +31,7 @@ def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
         result = admin.kill("victims", "hosts=1, gpus=0")
         assert result["signal"] == "SIGKILL" and result["skipped"] == []
         assert [(k["rank"], k["pid"]) for k in result["killed"]] == [(2, before[2])]
-        assert gone(before[2])
+        assert pid_gone(before[2])
         failure = fault_log.wait_for(lambda f: f.mesh_name == "victims" and f.rank == 2)
         assert failure.signal == 9
         for rank in (0, 1, 3):
@@ -55,7 +45,7 @@ def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
         assert again["killed"] == [] and again["skipped"][0]["state"] == "failed"
         stopped = admin.stop("victims", "hosts=0")
         assert stopped["done"] and [s["rank"] for s in stopped["stopped"]] == [0, 1]
-        assert gone(before[0]) and gone(before[1])
+        assert pid_gone(before[0]) and pid_gone(before[1])
         os.kill(before[3], 0)
         _, view = pids(admin, "victims")
         assert [a["state"] for a in view["actors"]] == ["stopped", "stopped", "failed",
@@ -114,11 +104,7 @@ def test_break_next_then_drive_the_session(admin, procs, echo_class):
     mesh.ping.call(0).get(timeout=30)
     assert admin.break_next("breaker", 1)["rank"] == 1
     pending = mesh.slice(gpus=1).ping.call_one(5)
-    deadline = time.monotonic() + 30
-    while not (sessions := admin.sessions()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    (session,) = sessions
+    (session,) = wait_until(admin.sessions, "a debugger session")
     assert session["actor_name"] == "breaker" and session["rank"] == 1
     assert session["function"] == "ping"
     _, offset = read_until(admin, session["id"], "(Pdb) ")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import gzip
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from waiting import wait_until
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
@@ -69,14 +69,6 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def wait_for(fn, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not (value := fn()):
-        assert time.monotonic() < deadline, "nothing arrived in time"
-        time.sleep(0.1)
-    return value
-
-
 def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_class,
                                                            monkeypatch):
     receiver = Receiver()
@@ -98,7 +90,7 @@ def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_clas
             return [(calls[s.parent_span_id], (r, s)) for r, s in spans
                     if s.name == "otlpmesh.ping" and s.parent_span_id in calls]
 
-        pairs = wait_for(lambda: len(joined()) == 4 and joined())
+        pairs = wait_until(lambda: len(joined()) == 4 and joined(), "4 joined spans", 60)
         for (call_resource, call), (actor_resource, span) in pairs:
             assert span.trace_id == call.trace_id
             assert call_resource["monarch.proc"] == "controller"
@@ -115,7 +107,7 @@ def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_clas
             return {attrs(r.attributes).get("rank"): (res, r) for res, r in logs
                     if r.body.string_value.startswith("echo 7 from ")}
 
-        lines = wait_for(lambda: len(echoed()) == 4 and echoed())
+        lines = wait_until(lambda: len(echoed()) == 4 and echoed(), "4 echoed lines", 60)
         for rank, (resource, record) in lines.items():
             assert record.body.string_value == f"echo 7 from {rank}"
             assert attrs(record.attributes)["mesh"] == "otlpmesh"

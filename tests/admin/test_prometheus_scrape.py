@@ -50,6 +50,16 @@ def promql(port: int, query: str) -> list:
     return body["data"]["result"]
 
 
+def until(ask, good, timeout: float = 120.0) -> list:
+    """Asks again (every 0.2 s) until the answer is good or the time is up; the last answer."""
+    deadline = time.monotonic() + timeout
+    answer = ask()
+    while not good(answer) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        answer = ask()
+    return answer
+
+
 def test_prometheus_scrapes_the_job_and_finds_its_counters(job, procs, echo_class, tmp_path,
                                                            monkeypatch):
     binary = prometheus_binary()
@@ -86,24 +96,26 @@ scrape_configs:
          f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        query = 'monarch_messages_handled_total{mesh="promtest",method="ping"}'
-        deadline = time.monotonic() + 120
-        result: list = []
-        while time.monotonic() < deadline:
-            try:
-                result = promql(port, query)
-            except OSError:
-                result = []  # not listening yet
-            if {r["metric"]["job"] for r in result} == {"monarch-admin", "monarch-metrics"}:
-                break
+        def answer(query: str) -> list:
             assert prom.poll() is None, prom.stderr.read() if prom.stderr else ""
-            time.sleep(0.5)
-        assert {r["metric"]["job"] for r in result} == {"monarch-admin", "monarch-metrics"}
-        assert all(float(r["value"][1]) >= 20 for r in result), result  # 5 calls x 4 ranks
-        up = promql(port, 'up{job="monarch-admin"}')
+            try:
+                return promql(port, query)
+            except OSError:
+                return []  # not listening yet
+
+        def scraped(result: list) -> bool:  # both targets, with all 5 calls x 4 ranks counted
+            return ({r["metric"]["job"] for r in result} == {"monarch-admin", "monarch-metrics"}
+                    and all(float(r["value"][1]) >= 20 for r in result))
+
+        handled = until(lambda: answer(
+            'monarch_messages_handled_total{mesh="promtest",method="ping"}'), scraped)
+        assert scraped(handled), handled
+        up = until(lambda: answer('up{job="monarch-admin"}'), bool)
         assert up and up[0]["value"][1] == "1"
-        latency = promql(port, 'sum(monarch_handler_latency_seconds_count{mesh="promtest"})')
-        assert latency and float(latency[0]["value"][1]) >= 20
+        latency = until(lambda: answer(
+            'sum(monarch_handler_latency_seconds_count{mesh="promtest"})'),
+            lambda r: r and float(r[0]["value"][1]) >= 20)
+        assert latency and float(latency[0]["value"][1]) >= 20, latency
     finally:
         prom.send_signal(signal.SIGTERM)
         try:

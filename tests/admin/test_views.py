@@ -6,22 +6,12 @@ import threading
 import time
 
 import pytest
+from waiting import wait_until
 
 from monarch import telemetry
 from monarch.admin import AdminError
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def wait_until(fn, timeout=20.0):
-    """Polls `fn()` (telemetry reaches the controller every ~100 ms) until it is truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

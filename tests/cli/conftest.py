@@ -15,12 +15,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import pid_gone
 
 SCRIPT = Path(__file__).with_name("job_script.py")
 TICK = re.compile(r"^tick -?\d+ rank \d$")
@@ -109,18 +109,6 @@ def json_out(result: subprocess.CompletedProcess[str]) -> Any:
     """The JSON a `--json` command printed (asserting it printed some)."""
     assert result.stdout.strip(), result.stderr
     return json.loads(result.stdout)
-
-
-def pid_gone(pid: int, timeout: float = 15.0) -> bool:
-    """Waits until no process has this pid (reaped); False if it is still there."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

@@ -52,12 +52,11 @@ async def test_actions_that_do_not_fit_the_selection_warn_and_do_nothing():
         await pilot.press("a")  # no paused actor
         await select(pilot, "trainers")
         await pilot.press("b")  # a whole mesh: which rank?
-        await pilot.pause(0.2)
-        messages = [n.message for n in app._notifications]
-        assert any("select a mesh, proc mesh or actor first" in m for m in messages)
-        assert any("select a mesh (or proc mesh) row to slice it" in m for m in messages)
-        assert any("no paused actor here" in m for m in messages)
-        assert any("select one actor" in m for m in messages)
+        warnings = ("select a mesh, proc mesh or actor first",
+                    "select a mesh (or proc mesh) row to slice it", "no paused actor here",
+                    "select one actor")
+        await wait_for(pilot, lambda: all(any(w in n.message for n in app._notifications)
+                                          for w in warnings), what=f"the warnings {warnings}")
         assert client.calls == [] and app.screen is app.screen_stack[0]
 
 

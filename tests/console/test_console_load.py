@@ -37,7 +37,7 @@ async def test_64_actors_streaming_logs(tmp_path, capsys):
                 before = time.perf_counter()
                 await pilot.press("j" if len(presses) % 20 < 10 else "up")
                 presses.append((time.perf_counter() - before) * 1000)
-                await pilot.pause(0.25)
+                await pilot.pause(0.25)  # sleep-ok: the pace of a person's key presses
             elapsed = time.monotonic() - started
             ingested = job.client.stats()["store"]["ingested"]["log"] - ingested0
             stats = app.statistics(window_s=elapsed)
@@ -62,6 +62,13 @@ async def test_64_actors_streaming_logs(tmp_path, capsys):
                 print("\nconsole under load:", report)
             assert app.logs.received > received0  # the logs kept coming in
             assert app.mesh_tree.cursor_row >= 0 and app.is_running
+            # Generous bounds (a loaded 2-core machine stays well inside them): the figures
+            # printed above are what a person sees, and they must stay usable.
+            assert report["screen updates/s"] >= 0.5, report
+            assert report["key press handled ms p50/max"][0] <= 2000, report
+            assert report["key press handled ms p50/max"][1] <= 10000, report
+            assert report["lines/s the console received"] >= 0.25 * \
+                report["lines/s the job logged"], report
     finally:
         job.stop()
 
@@ -80,7 +87,7 @@ def test_64_actors_in_a_real_terminal(capsys):
         for second in range(int(SECONDS)):
             before = tmux.wait_re(r"detail: (.+?) ─").group(1)
             tmux.keys("j" if second % 10 < 5 else "Up")
-            time.sleep(1.0)
+            time.sleep(1.0)  # sleep-ok: one second of the measurement
             moved += tmux.wait_re(r"detail: (.+?) ─").group(1) != before
             rates.append(float(tmux.wait_re(r"([\d.]+) fps").group(1)))
         with capsys.disabled():
@@ -88,7 +95,8 @@ def test_64_actors_in_a_real_terminal(capsys):
                   f"{min(rates):.1f}-{max(rates):.1f} updates/s (median "
                   f"{statistics.median(rates):.1f}); {moved}/{len(rates)} key presses moved "
                   "the selection within 1 s")
-        assert moved > 0
+        assert statistics.median(rates) >= 0.5, rates  # generous: 4 updates/s unloaded
+        assert moved >= len(rates) // 2, f"{moved}/{len(rates)} key presses moved"
         tmux.keys("q")
         tmux.wait("EXITED 0", timeout=60)
     finally:

@@ -38,20 +38,42 @@ def normalize(svg: str) -> str:
     return re.sub(r"(&#160;)*[\d.]+(?=(&#160;|\s)fps)", "N", svg)
 
 
-def check(app: MonarchTop, name: str) -> None:
-    svg = normalize(app.export_screenshot(title=name))
+async def check(pilot, name: str, timeout: float = 15.0) -> None:
+    """Waits until the screen matches the stored snapshot (the app may still be drawing what
+    the last key asked for), or fails with the first difference after `timeout`."""
+    app = pilot.app
     path = SNAPSHOTS / f"{name}.svg"
     if os.environ.get("UPDATE_SNAPSHOTS") or not path.exists():
+        svg = await _steady(pilot, name)
         SNAPSHOTS.mkdir(exist_ok=True)
         path.write_text(svg)
         if not os.environ.get("UPDATE_SNAPSHOTS"):
             pytest.fail(f"new snapshot {path} written: look at it, then commit it")
         return
     expected = path.read_text()
-    if svg != expected:
-        path.with_suffix(".new.svg").write_text(svg)
+    latest = [""]
+
+    def matches() -> bool:
+        latest[0] = normalize(app.export_screenshot(title=name))
+        return latest[0] == expected
+
+    try:
+        await wait_for(pilot, matches, timeout, f"the screen to match {name}")
+    except AssertionError:
+        path.with_suffix(".new.svg").write_text(latest[0])
         pytest.fail(f"{name} changed (see {path.with_suffix('.new.svg')}); first difference: "
-                    f"{_first_difference(expected, svg)}")
+                    f"{_first_difference(expected, latest[0])}")
+
+
+async def _steady(pilot, name: str, polls: int = 10) -> str:
+    """The screenshot once it stayed the same for `polls` checks in a row (50 ms apart)."""
+    seen, same = "", 0
+    while same < polls:
+        svg = normalize(pilot.app.export_screenshot(title=name))
+        same = same + 1 if svg == seen else 0
+        seen = svg
+        await pilot.pause(0.05)
+    return seen
 
 
 def _first_difference(old: str, new: str) -> str:
@@ -84,8 +106,7 @@ async def test_main_screen_with_a_failed_rank():
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         await select(pilot, "trainers[3]")
-        await pilot.pause(0.3)
-        check(app, "main_failed_rank")
+        await check(pilot, "main_failed_rank")
 
 
 async def test_slice_input_and_kill_confirmation():
@@ -94,12 +115,10 @@ async def test_slice_input_and_kill_confirmation():
         await started(pilot)
         await select(pilot, "trainers")
         await pilot.press("colon", *"gpus=1:3")
-        await pilot.pause(0.2)
-        check(app, "slice_input")
+        await check(pilot, "slice_input")
         await pilot.press("enter")
         await pilot.press("k")
-        await pilot.pause(0.2)
-        check(app, "confirm_kill")
+        await check(pilot, "confirm_kill")
 
 
 async def test_help_overlay():
@@ -107,8 +126,7 @@ async def test_help_overlay():
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         await pilot.press("question_mark")
-        await pilot.pause(0.2)
-        check(app, "help")
+        await check(pilot, "help")
 
 
 async def test_diagnostics_and_stack_overlays():
@@ -117,11 +135,9 @@ async def test_diagnostics_and_stack_overlays():
         await started(pilot)
         await pilot.press("d")
         await wait_for(pilot, lambda: getattr(app.screen, "runs", 0) == 1)
-        await pilot.pause(0.2)
-        check(app, "diagnostics")
+        await check(pilot, "diagnostics")
         await pilot.press("escape")
         await select(pilot, "trainers[1]")
         await pilot.press("p")
         await wait_for(pilot, lambda: getattr(app.screen, "runs", 0) == 1)
-        await pilot.pause(0.2)
-        check(app, "py_spy")
+        await check(pilot, "py_spy")

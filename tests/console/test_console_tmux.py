@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from demojob import DemoJob
+from waiting import wait_gone
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
@@ -170,10 +171,7 @@ def test_monarch_demo_in_a_terminal(tmp_path):
         tmux.wait("✖ failed", "injected failure")
         tmux.keys("q")
         tmux.wait("EXITED 0")
-        deadline = time.monotonic() + 30
-        while _alive(pid):
-            assert time.monotonic() < deadline, "the workload outlived the console"
-            time.sleep(0.1)
+        wait_gone(pid)  # the workload did not outlive the console
         assert "workload stopped" in tmux.screen()
     finally:
         tmux.kill()
@@ -200,10 +198,7 @@ def test_monarch_demo_leaves_nothing_when_its_terminal_closes():
         (found,) = Path(run_dir).glob("*/admin.json")
         pid = json.loads(found.read_text())["pid"]
         tmux.kill()  # the terminal goes away: SIGHUP to `monarch demo`
-        deadline = time.monotonic() + 60
-        while _alive(pid):
-            assert time.monotonic() < deadline, "the workload outlived its terminal"
-            time.sleep(0.1)
+        wait_gone(pid, timeout=60)  # the workload did not outlive its terminal
     finally:
         tmux.kill()
         shutil.rmtree(run_dir, ignore_errors=True)

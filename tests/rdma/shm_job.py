@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -48,8 +49,14 @@ class Holder(Actor):
         _server.fault_hook = hook
 
     @endpoint
-    def slow_chunks(self) -> None:
-        _server.fault_hook = lambda point: time.sleep(0.01)
+    def slow_chunks(self, marker: str) -> None:
+        """Each chunk served takes 10 ms more; the first one creates the file `marker`."""
+        def hook(point: str) -> None:
+            if point == "chunk":
+                Path(marker).touch()
+            time.sleep(0.01)
+
+        _server.fault_hook = hook
 
     @endpoint
     def leftover(self, job: str) -> None:
@@ -57,7 +64,7 @@ class Holder(Actor):
         open(f"/dev/shm/{_rdma._segments.PREFIX}-{job}-{os.getpid()}-999", "wb").close()
 
 
-def main(mode: str) -> None:
+def main(mode: str, scratch: str) -> None:
     _rdma.configure(transport="shm", segments="devshm")
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     holders = procs.spawn("holders", Holder)
@@ -74,10 +81,14 @@ def main(mode: str) -> None:
     buffer.write_from(dst).get(timeout=60)
     assert not _rdma.leftovers(job), "a segment outlived its setup"
     if mode == "crash":
-        second.slow_chunks.call_one().get(timeout=60)
+        marker = Path(scratch) / "first-chunk"
+        second.slow_chunks.call_one(str(marker)).get(timeout=60)
         slow = second.buffer.call_one().get(timeout=60)
-        slow.read_into(dst)  # 64 chunks, 10 ms each: still running below
-        time.sleep(0.2)
+        slow.read_into(dst)  # 64 chunks, 10 ms each: killed below while it runs
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        print("transfer running" if marker.exists() else "transfer never started", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     first.leftover.call_one(job).get(timeout=60)
     second.die_at_chunk.call_one(3).get(timeout=60)
@@ -92,4 +103,4 @@ if __name__ == "__main__":
     import monarch.actor
 
     monarch.actor.unhandled_fault_hook = lambda failure: None  # the SIGKILL is on purpose
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

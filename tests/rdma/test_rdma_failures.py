@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +81,10 @@ def test_owner_killed_mid_transfer(doomed: Any, path: str, op: str) -> None:
         point, count = ("granted", 1) if path == "cma" else ("chunk", 3)
         doomed.die_at.call_one(point, count).get(timeout=30)
         local = torch.zeros(64 * MiB, dtype=torch.uint8)
-        start = time.monotonic()
+        # A hang would end in TimeoutError (the wait here, or the transfer's deadline); the
+        # death must be the error, and it must be the owner's.
         future = buffer.read_into(local) if op == "read" else buffer.write_from(local)
         error = future.exception(timeout=30)
-        assert time.monotonic() - start < 5
         if path == "cma" and error is None:
             # the grant was the last thing it did; the copy may have beaten its teardown,
             # and then the bytes are the owner's
@@ -93,10 +92,8 @@ def test_owner_killed_mid_transfer(doomed: Any, path: str, op: str) -> None:
         else:
             assert isinstance(error, OwnerGoneError), repr(error)
             assert "exited or was killed" in str(error) or "is gone" in str(error)
-        start = time.monotonic()
         with pytest.raises(OwnerGoneError, match="exited or was killed"):
             buffer.read_into(local).get(timeout=30)
-        assert time.monotonic() - start < 5
         assert buffer.drop().get(timeout=30) is None  # nothing left to drop
     finally:
         _rdma.reset()
@@ -171,9 +168,10 @@ def _refusals_in_store() -> dict[str, float]:
         return seen
 
 
-def _run_job(mode: str) -> tuple[str, list[int], str]:
+def _run_job(mode: str, tmp_path: Path) -> tuple[str, list[int], str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-    proc = subprocess.run([sys.executable, str(HERE / "shm_job.py"), mode], env=env,
+    proc = subprocess.run([sys.executable, str(HERE / "shm_job.py"), mode, str(tmp_path)],
+                          env=env,
                           capture_output=True, text=True, timeout=100, check=False)
     lines = proc.stdout.splitlines()
     job = next(line.split()[1] for line in lines if line.startswith("job "))
@@ -197,18 +195,19 @@ def _wait_gone(pids: list[int], timeout: float = 30) -> None:
             os.close(fd)
 
 
-def test_no_dev_shm_leftovers_after_a_job() -> None:
+def test_no_dev_shm_leftovers_after_a_job(tmp_path: Path) -> None:
     """A job whose ring segments are named in /dev/shm, with an owner killed mid-transfer and
     a leftover planted as a crash would leave it: nothing of it remains after the job."""
-    job, pids, out = _run_job("normal")
+    job, pids, out = _run_job("normal", tmp_path)
     assert "owner gone" in out
     _wait_gone(pids)
     assert _rdma.leftovers(job) == []
     assert not [p for p in Path("/dev/shm").iterdir() if job in p.name]
 
 
-def test_no_dev_shm_leftovers_after_a_crash() -> None:
+def test_no_dev_shm_leftovers_after_a_crash(tmp_path: Path) -> None:
     """The controller is SIGKILLed in the middle of a ring transfer; its procs follow it."""
-    job, pids, _ = _run_job("crash")
+    job, pids, out = _run_job("crash", tmp_path)
+    assert "transfer running" in out
     _wait_gone(pids)
     assert not [p for p in Path("/dev/shm").iterdir() if job in p.name]

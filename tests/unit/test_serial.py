@@ -11,6 +11,12 @@ import torch
 from monarch._wire import _serial
 
 
+def address(buffer) -> int:
+    """Where a buffer's bytes start in memory."""
+    view = memoryview(buffer).cast("B")
+    return np.frombuffer(view, dtype=np.uint8).ctypes.data
+
+
 def round_trip(obj):
     data, buffers = _serial.dumps(obj)
     # The receiver gets each buffer as its own (writable) frame.
@@ -60,6 +66,21 @@ def test_numpy_arrays_are_zero_copy_and_writable():
     assert nbuf == 1 and np.array_equal(value, array)
     value[0] = 5.0
     assert value[0] == 5.0
+
+
+def test_big_tensors_and_arrays_are_never_copied():
+    """Sending: the out-of-band buffer is the tensor's own memory. Receiving: the rebuilt
+    tensor (array) is a view of the received frame, not a copy of it."""
+    tensor = torch.arange(100_000, dtype=torch.float32)
+    array = np.arange(100_000, dtype=np.int64)
+    data, buffers = _serial.dumps([tensor, array])
+    assert [address(b) for b in buffers] == [tensor.data_ptr(), array.ctypes.data]
+    frames = [bytearray(memoryview(b).cast("B")) for b in buffers]
+    got_tensor, got_array = _serial.loads(data, frames)
+    assert got_tensor.data_ptr() == address(frames[0])
+    assert np.shares_memory(got_array, np.frombuffer(frames[1], dtype=np.uint8))
+    frames[0][0:4] = np.float32(42).tobytes()  # a write to the frame is seen by the tensor
+    assert got_tensor[0] == 42
 
 
 def test_unpicklable_raises():

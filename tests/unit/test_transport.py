@@ -60,12 +60,18 @@ def test_curve_off_loopback(ctx, monkeypatch):
         inbox.close()
 
 
-def test_back_pressure_then_dead_peer_raises_instead_of_hanging(ctx, monkeypatch):
+def test_back_pressure_then_dead_peer_raises_instead_of_hanging(ctx, monkeypatch, tmp_path):
     monkeypatch.setattr(_transport, "HWM", 10)
     secret = os.urandom(32)
-    inbox = Inbox(ctx, secret, "ipc:///tmp/monarch-test-bp.sock")
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/bp.sock")
     dead: set[str] = set()
-    outbox = Outbox(ctx, secret, dead.__contains__)
+    blocked = threading.Event()
+
+    def is_dead(address: str) -> bool:  # asked only by a send waiting at the high-water mark
+        blocked.set()
+        return address in dead
+
+    outbox = Outbox(ctx, secret, is_dead)
     sent = 0
     result: list = []
 
@@ -80,8 +86,8 @@ def test_back_pressure_then_dead_peer_raises_instead_of_hanging(ctx, monkeypatch
 
     thread = threading.Thread(target=flood)
     thread.start()
-    time.sleep(0.5)
-    assert thread.is_alive() and sent < 1000  # blocked at the high-water mark, not dropping
+    assert blocked.wait(timeout=30)  # the sender waits at the high-water mark...
+    assert thread.is_alive() and sent < 1000  # ...instead of dropping
     received = len(pump(inbox, 0.3))
     assert received > 0
     dead.add(inbox.address)  # the peer dies while the sender waits
@@ -91,10 +97,10 @@ def test_back_pressure_then_dead_peer_raises_instead_of_hanging(ctx, monkeypatch
     inbox.close()
 
 
-def test_io_loop_sends_never_block_they_queue(ctx, monkeypatch):
+def test_io_loop_sends_never_block_they_queue(ctx, monkeypatch, tmp_path):
     monkeypatch.setattr(_transport, "HWM", 5)
     secret = os.urandom(32)
-    inbox = Inbox(ctx, secret, "ipc:///tmp/monarch-test-backlog.sock")
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/backlog.sock")
     outbox = Outbox(ctx, secret)
     for i in range(200):
         outbox.send(inbox.address, Notice("y", i), block=False)

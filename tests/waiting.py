@@ -1,0 +1,60 @@
+"""Waiting in tests: on the event itself, with a deadline, never a bare sleep.
+
+A test that sleeps and then asserts races the machine: under load the event comes later than
+the sleep. Every wait here polls a condition until it holds or a deadline passes, and then fails
+saying what did not happen. `test_contracts.test_no_sleep_in_test_bodies` keeps sleeps out of
+test functions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], what: str = "", timeout: float = 30.0,
+               interval: float = 0.05) -> T:
+    """Polls `condition()` until it returns something truthy, and returns that; raises
+    AssertionError naming `what` if `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {what or condition}")
+        time.sleep(interval)
+
+
+def alive(pid: int) -> bool:
+    """True while a process with this pid exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def wait_gone(*pids: int, timeout: float = 30.0) -> None:
+    """Waits until none of `pids` is alive (zombies count as gone); fails naming the rest."""
+    wait_until(lambda: not [p for p in pids if alive(p)], f"processes {list(pids)} to exit",
+               timeout)
+
+
+def pid_gone(pid: int, timeout: float = 15.0) -> bool:
+    """Waits until `pid` is gone; False (not an exception) if it is still there at the end."""
+    try:
+        wait_gone(pid, timeout=timeout)
+    except AssertionError:
+        return False
+    return True
+
