@@ -13,8 +13,8 @@ the others still report). Diagnostics go to stderr.
 
 Adding a row: write a function `def bench_x(rig: Rig) -> dict[str, float]` below the others and
 register it with `@bench("x")`; it gets the shared 4-actor mesh through `rig`, sizes its loops
-with `rig.n(full, quick)` and bounds its time with `rig.budget_s` (see `timed_loop`). The planned
-rows at the end of the table are registered with `planned=True` and skipped until written.
+with `rig.n(full, quick)` and bounds its time with `rig.budget_s` (see `timed_loop`). A row not
+written yet can be registered with `planned=True` (listed, never run).
 """
 
 from __future__ import annotations
@@ -271,10 +271,9 @@ def bench_tensor(rig: Rig) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# EXTENSION POINTS: planned rows. To add one, write the body, drop `planned=True`, and give its
-# metric a target in bench/run.py's TARGETS if MISSION §8 sets one. Benches that kill or change
-# things must use their own procs (spawn them in the bench, stop them in a `finally`), never
-# `rig.mesh`, which the other rows share.
+# Rows that kill or reconfigure things use their own procs (spawned in the bench, stopped in a
+# `finally`), never `rig.mesh`, which the other rows share. A row not written yet can be
+# registered with `planned=True`: listed by --list, never run.
 
 
 class DeathVictim(Actor):
@@ -553,12 +552,19 @@ def _distribution_version() -> str | None:
 
 
 def meta(quick: bool) -> dict[str, Any]:
+    from importlib import metadata
+
     import monarch
 
+    try:
+        torch_version: str | None = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
     return {
         "monarch": os.path.dirname(os.path.abspath(monarch.__file__)),
         "version": _distribution_version(),
         "python": sys.version.split()[0],
+        "torch": torch_version,
         "quick": quick,
     }
 

@@ -5,7 +5,7 @@
 Rounds alternate ours, ref, ours, ref, ... so that load from elsewhere on the machine falls on
 both sides alike; each metric's median over its side's rounds goes in the table. The table is
 printed (Markdown) and written with the raw runs to bench/results/ (gitignored). A side that
-fails shows its error; the other side's figures stay.
+fails shows its error; the other side's figures stay, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -69,6 +69,20 @@ TARGETS: dict[str, Target] = {
     "telemetry_overhead_pct": Target("ours<=", 10),
     "rdma_read_256MiB_GBps": Target("ours>=", 3.0),
 }
+
+
+# Rows whose two figures come from different mechanisms: shown side by side, never as a ratio.
+NOT_COMPARABLE: dict[str, str] = {
+    "rdma_read_": "ours: cross-memory attach (one copy); Monarch on CPU: its TCP backend",
+    "rdma_write_": "ours: cross-memory attach (one copy); Monarch on CPU: its TCP backend",
+    "memcpy_": "the same in-process copy on both sides: the machine's scale, not a comparison",
+}
+
+
+def not_comparable(metric: str) -> str | None:
+    """Why a metric's two figures must not be divided, or None."""
+    return next((why for prefix, why in NOT_COMPARABLE.items() if metric.startswith(prefix)),
+                None)
 
 
 @dataclass(frozen=True)
@@ -138,14 +152,20 @@ def make_sides(args: argparse.Namespace) -> list[Side]:
 # Running one side once.
 
 
+MARKER = "MONARCH_BENCH_RUN"
+"""Set in each run's environment, which every process it starts inherits (our zygote, which
+starts its own session, and its procs; Monarch's procs): what `_sweep` looks for."""
+
+
 def run_once(side: Side, round_no: int, flags: list[str], timeout: float, logdir: Path) -> Run:
     log_path = logdir / f"{side.name}-{round_no}.stderr"
+    marker = f"{logdir.name}-{side.name}-{round_no}-{os.getpid()}"
     start = time.perf_counter()
     with open(log_path, "w") as err:
         proc = subprocess.Popen(
             [side.python, str(SCRIPT), *flags, "--deadline", str(max(30.0, timeout - 30))],
             cwd=side.cwd,
-            env=side.env,
+            env={**side.env, MARKER: marker},
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
@@ -153,7 +173,9 @@ def run_once(side: Side, round_no: int, flags: list[str], timeout: float, logdir
         )
         stdout, timed_out = _wait(proc, timeout)
     run = Run(side.name, round_no, proc.returncode, time.perf_counter() - start, log=str(log_path))
-    _sweep(proc.pid, side.name)
+    left = _sweep(proc.pid, marker, side.name)
+    if left:
+        run.errors["leftovers"] = f"{len(left)} processes outlived the run (killed): {left}"
     _parse(stdout, run)
     if timed_out:
         run.errors["timeout"] = f"run killed after {timeout:.0f}s (figures above are partial)"
@@ -174,14 +196,42 @@ def _wait(proc: subprocess.Popen, timeout: float) -> tuple[str, bool]:
             return proc.communicate()[0], True
 
 
-def _sweep(pgid: int, side: str) -> None:
-    """Processes the run left in its group are a bug of that side: report them, end them."""
+def _sweep(pgid: int, marker: str, side: str) -> list[int]:
+    """Processes the run left behind (in its group, or anywhere with its marker in their
+    environment) are a bug of that side: report them, end them; their pids."""
+    left = set(_marked(marker))
     try:
         os.killpg(pgid, 0)
+        left.add(pgid)
     except (ProcessLookupError, PermissionError):
-        return
-    print(f"  WARNING: {side} left processes behind (group {pgid}); killing them", file=sys.stderr)
+        pass
+    if not left:
+        return []
+    print(f"  WARNING: {side} left processes behind ({sorted(left)}); killing them",
+          file=sys.stderr)
     _signal_group(pgid, signal.SIGKILL)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return sorted(left)
+
+
+def _marked(marker: str) -> list[int]:
+    """Live processes whose environment carries `MARKER=marker`."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0") and \
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -230,7 +280,8 @@ def table_rows(ours: dict[str, float], ref: dict[str, float]) -> list[dict[str, 
     rows = []
     for name in names:
         mine, theirs = ours.get(name), ref.get(name)
-        ratio = mine / theirs if mine is not None and theirs else None
+        why_not = not_comparable(name)
+        ratio = mine / theirs if mine is not None and theirs and not why_not else None
         target = TARGETS.get(name)
         met = target.met(mine, ratio) if target else None
         rows.append(
@@ -241,6 +292,7 @@ def table_rows(ours: dict[str, float], ref: dict[str, float]) -> list[dict[str, 
                 "ratio": ratio,
                 "target": target.text if target else None,
                 "met": met,
+                "not_comparable": why_not,
             }
         )
     return rows
@@ -259,14 +311,42 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "| metric | ours | monarch | ratio (ours/monarch) | target | met? |",
         "|---|---:|---:|---:|---|---|",
     ]
+    notes: list[str] = []
     for row in rows:
         met = {True: "yes", False: "**no**", None: "—"}[row["met"]]
         ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
+        if row.get("not_comparable"):
+            if row["not_comparable"] not in notes:
+                notes.append(row["not_comparable"])
+            ratio = f"n/a [{notes.index(row['not_comparable']) + 1}]"
         lines.append(
             f"| {row['metric']} | {fmt(row['ours'])} | {fmt(row['monarch'])} | {ratio} "
             f"| {row['target'] or '—'} | {met} |"
         )
-    return "\n".join(lines)
+    lines += ["", *(f"[{i}] no ratio: {note}." for i, note in enumerate(notes, 1))]
+    return "\n".join(lines).rstrip()
+
+
+def versions(runs: list[Run]) -> str:
+    """Which implementation, Python and torch each side ran (from its runs' `_meta`)."""
+    seen: dict[str, str] = {}
+    for run in runs:
+        meta = run.meta
+        if meta and run.side not in seen:
+            seen[run.side] = (f"{run.side}: {meta.get('version') or '?'}, Python "
+                              f"{meta.get('python', '?')}, torch {meta.get('torch') or 'absent'}")
+    return "; ".join(seen.values())
+
+
+def failed(runs: list[Run], sides: list[Side]) -> list[str]:
+    """Why the run as a whole failed: a side that exited non-zero, reported errors or
+    measured nothing."""
+    why = [f"{run.side} round {run.round} exited {run.rc}" for run in runs if run.rc != 0]
+    why += [f"{run.side} round {run.round}: {', '.join(run.errors)}" for run in runs
+            if run.errors]
+    why += [f"{side.name} measured nothing" for side in sides
+            if not any(run.metrics for run in runs if run.side == side.name)]
+    return why
 
 
 def error_report(runs: list[Run]) -> str:
@@ -322,7 +402,7 @@ def report(args: argparse.Namespace, sides: list[Side], runs: list[Run], logdir:
     text = markdown(rows)
     errors = error_report(runs)
     mode = "quick" if args.quick else "full"
-    head = f"# bench {logdir.name} ({mode}, {args.rounds} rounds, medians)\n\n"
+    head = f"# bench {logdir.name} ({mode}, {args.rounds} rounds, medians)\n\n{versions(runs)}\n\n"
     body = head + text + (f"\n\nErrors:\n{errors}\n" if errors else "\n")
     print(body)
     data = {
@@ -341,7 +421,10 @@ def report(args: argparse.Namespace, sides: list[Side], runs: list[Run], logdir:
     print(
         f"written: {RESULTS / (logdir.name + '.md')} (+ .json, logs in {logdir})", file=sys.stderr
     )
-    return 0 if any(run.metrics for run in runs) else 1
+    why = failed(runs, sides)
+    for line in why:
+        print(f"FAILED: {line}", file=sys.stderr)
+    return 1 if why else 0
 
 
 if __name__ == "__main__":

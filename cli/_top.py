@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,8 @@ def demo(
                                   "(0: when the console quits)."),
     no_console: bool = typer.Option(False, "--no-console", help="Only run the workload (print "
                                     "its job id; stop it with Ctrl-C)."),
+    keep_log: bool = typer.Option(False, "--keep-log", help="Keep the workload's log (and "
+                                  "control directory) after it stopped; removed otherwise."),
 ) -> None:
     """A sample multi-mesh workload with the console on it (F fails a rank, B breaks).
 
@@ -85,7 +88,12 @@ def demo(
         pass
     finally:
         stop_workload(workload, control)
-    typer.echo(f"monarch demo: workload stopped (its output: {log})", err=True)
+        if keep_log:
+            typer.echo(f"monarch demo: workload stopped (its output: {log})", err=True)
+        else:
+            shutil.rmtree(control, ignore_errors=True)
+            typer.echo(f"monarch demo: workload stopped (its log {log} was removed; --keep-log "
+                       "keeps it)", err=True)
 
 
 def wait_for_admin(workload: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> Any:

@@ -7,11 +7,85 @@ the way the default hook ends a script; tests that expect failures read `fault_l
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+
+def under_ci() -> bool:
+    """True when `CI` is set to a true value (`.ci/run` sets it)."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    """Under CI a skipped test fails: every real peer (Slurm, Prometheus, tmux, py-spy,
+    IPython) is installed by `.ci/install`, so a skip means a test that silently did not run."""
+    outcome = yield
+    _skip_fails_under_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """The same for a whole module skipped while collected (`pytest.importorskip`)."""
+    outcome = yield
+    _skip_fails_under_ci(outcome.get_result())
+
+
+def _skip_fails_under_ci(report: Any) -> None:
+    if report.skipped and under_ci() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
+
+
+# What the project and its tests put in the temp directory: all of it must be gone when the
+# session ends (the run root itself stays; only the session's own job may still be in it).
+LEFTOVER_PREFIXES = ("monarch-", "ct-", "ctmp-")
+
+
+def _temp_entries() -> set[str]:
+    import tempfile
+
+    return {name for name in os.listdir(tempfile.gettempdir())
+            if name.startswith(LEFTOVER_PREFIXES) or name.endswith(".sock")}
+
+
+def _run_root_entries() -> set[str]:
+    from monarch._rundir import run_root_path
+
+    root = run_root_path()
+    return set(os.listdir(root)) if root.is_dir() else set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_BEFORE] = (_temp_entries(), _run_root_entries())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fails the session if it left files behind in the temp directory or the run root."""
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None or exitstatus not in (0, 1):
+        return
+    from monarch._controller._job import current_job
+    from monarch._rundir import run_root_path
+
+    job = current_job()
+    own = {job.run_dir.name} if job is not None else set()
+    root_name = run_root_path().name
+    left = sorted(_temp_entries() - before[0] - {root_name})
+    left += [f"{run_root_path()}/{n}" for n in sorted(_run_root_entries() - before[1] - own)]
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"the test session left files behind: {left}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[tuple[set[str], set[str]]]()
 
 
 class FaultLog:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -170,3 +171,44 @@ def test_the_sleep_check_can_fail():
               "def test_c():\n    time.sleep(1)  # sleep-ok: a measurement window\n")
     assert sleeps_in_test_bodies(source) == [
         "<test>:5 test_a: time.sleep", "<test>:9 test_b: pilot.pause", "<test>:10 test_b: asyncio.sleep"]
+
+
+def test_a_skipped_test_fails_under_ci(tmp_path):
+    """`CI=true` (set by `.ci/run`) turns skips, in a test or a whole module, into failures."""
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_peer.py").write_text(
+        "import pytest\n\ndef test_needs_a_peer():\n    pytest.skip('the peer is missing')\n")
+    (tmp_path / "test_module.py").write_text(
+        "import pytest\npytest.importorskip('no_such_peer_module')\n\ndef test_x():\n    pass\n")
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    locally = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env,
+                             cwd=tmp_path)
+    assert locally.returncode == 0 and "2 skipped" in locally.stdout, locally.stdout
+    in_ci = subprocess.run(run, capture_output=True, text=True, timeout=120,
+                           env=dict(env, CI="true"), cwd=tmp_path)
+    assert in_ci.returncode != 0, in_ci.stdout
+    assert in_ci.stdout.count("counts as a failure") >= 2, in_ci.stdout
+
+
+def test_a_session_that_leaves_files_behind_fails(tmp_path):
+    """tests/conftest.py fails the session when the temp directory keeps something of ours."""
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_leak.py").write_text(
+        "import tempfile\n\ndef test_leaks():\n"
+        "    print(tempfile.mkdtemp(prefix='monarch-leaktest-'))\n")
+    run = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(tmp_path)]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    leaked = [line for line in out.stdout.splitlines() if "monarch-leaktest-" in line]
+    try:
+        assert out.returncode == 1, out.stdout
+        assert "the test session left files behind" in out.stdout
+    finally:
+        for line in leaked:
+            path = line.strip().split()[-1]
+            if os.path.isdir(path):
+                os.rmdir(path)

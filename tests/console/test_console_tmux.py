@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from demojob import DemoJob
-from waiting import wait_gone
+from waiting import wait_gone, wait_until
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
@@ -160,8 +160,9 @@ def test_monarch_demo_in_a_terminal(tmp_path):
     import tempfile
 
     run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
+    scratch = tempfile.mkdtemp(prefix="ctmp-", dir="/tmp")  # the demo's TMPDIR
     tmux = Tmux(f"cdemo-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",
-                {"MONARCH_RUN_DIR": run_dir})
+                {"MONARCH_RUN_DIR": run_dir, "TMPDIR": scratch})
     try:
         tmux.wait("trainers[3]", "generators[1]", "rewards[0]", "inspector[0]",
                   "F fail a rank", timeout=90)
@@ -172,18 +173,14 @@ def test_monarch_demo_in_a_terminal(tmp_path):
         tmux.keys("q")
         tmux.wait("EXITED 0")
         wait_gone(pid)  # the workload did not outlive the console
-        assert "workload stopped" in tmux.screen()
+        screen = tmux.wait("workload stopped", "was removed; --keep-log keeps it")
+        log = re.search(r"its log (\S+) was removed", screen.replace("\n", ""))
+        assert log and log.group(1).startswith(scratch) and not Path(log.group(1)).exists()
+        assert os.listdir(scratch) == []  # nothing left behind
     finally:
         tmux.kill()
         shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_monarch_demo_leaves_nothing_when_its_terminal_closes():
@@ -191,14 +188,18 @@ def test_monarch_demo_leaves_nothing_when_its_terminal_closes():
     import tempfile
 
     run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
+    scratch = tempfile.mkdtemp(prefix="ctmp-", dir="/tmp")  # the demo's TMPDIR
     tmux = Tmux(f"chup-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",
-                {"MONARCH_RUN_DIR": run_dir})
+                {"MONARCH_RUN_DIR": run_dir, "TMPDIR": scratch})
     try:
         tmux.wait("trainers[3]", "inspector[0]", timeout=90)
         (found,) = Path(run_dir).glob("*/admin.json")
         pid = json.loads(found.read_text())["pid"]
+        assert os.listdir(scratch)  # the demo's log is there while it runs
         tmux.kill()  # the terminal goes away: SIGHUP to `monarch demo`
         wait_gone(pid, timeout=60)  # the workload did not outlive its terminal
+        wait_until(lambda: os.listdir(scratch) == [], "the demo to remove its log")
     finally:
         tmux.kill()
         shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
