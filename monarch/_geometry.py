@@ -44,6 +44,12 @@ class OnView:
         return self._view.extent
 
     @property
+    def _labels(self) -> list[str]:
+        # Monarch's own documentation reads `mesh._labels` (e.g. `dict.fromkeys(procs._labels,
+        # 0)` to slice the first rank in its SPMD examples), so such programs run unchanged.
+        return list(self._view.labels)
+
+    @property
     def sizes(self) -> dict[str, int]:
         """Sizes by dimension label."""
         return dict(zip(self._view.labels, self._view.sizes))

@@ -53,6 +53,7 @@ EXAMPLES = {
     "trainer.py": "weights: [0.0, 0.98, 2.0, 2.99, 3.99, 4.98, 5.99, 7.0]",
     "fault_tolerance.py": "handled in __supervise__: ['the process this actor was running on "
                           "exited with non-zero code 1']",
+    "spmd_ddp.py": "final parameters agree across 4 ranks",
 }
 
 
@@ -67,5 +68,6 @@ def test_every_example_is_smoke_tested():
     assert {p.name for p in (ROOT / "examples").glob("*.py")} <= set(EXAMPLES) | EXTRA_EXAMPLES
 
 
-EXTRA_EXAMPLES: set[str] = set()
-"""Examples smoke-tested by other test modules (fault tolerance, telemetry, the demo)."""
+EXTRA_EXAMPLES: set[str] = {"spmd_ddp_train.py"}
+"""Examples smoke-tested by other test modules or examples: `spmd_ddp_train.py` is a torchrun
+script (it needs torchrun's environment), run by `spmd_ddp.py` and tests/test_spmd.py."""

@@ -1,0 +1,1 @@
+"""Tools around a job: `monarch.tools.network` resolves host addresses, as in Monarch."""
