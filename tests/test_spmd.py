@@ -53,6 +53,23 @@ class EnvCapture(Actor):
             sys.path.insert(0, path)
 
 
+class AllReduce(Actor):
+    """Client code calling torch.distributed itself after `setup_torch_elastic_env`."""
+
+    @endpoint
+    def sum_of_ranks(self) -> int:
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        try:
+            value = torch.tensor([dist.get_rank()])
+            dist.all_reduce(value)
+            return int(value.item())
+        finally:
+            dist.destroy_process_group()
+
+
 @pytest.fixture(scope="module")
 def mesh(fault_log: Any) -> Iterator[Any]:
     procs = this_host().spawn_procs(per_host={"hosts": 2, "gpus": 2})
@@ -108,6 +125,12 @@ def test_setup_sets_torchrun_env_per_rank_on_2x2(mesh):
     assert len(seen) == 4
     for point, env in seen.items():
         assert env == expected_env(point["hosts"], point["gpus"], "127.0.0.1", port)
+
+
+def test_own_actors_can_init_process_group_after_setup(mesh):
+    setup_torch_elastic_env(mesh, "127.0.0.1", loopback_port())
+    sums = mesh.spawn("allreduce", AllReduce).sum_of_ranks.call().get()
+    assert list(sums.values()) == [0 + 1 + 2 + 3] * 4
 
 
 async def test_async_setup_picks_the_first_rank_as_master(mesh):
