@@ -136,9 +136,9 @@ class Demo:
 
     def on_failure(self, failure: Any) -> None:
         """The root's fault hook: note the failure, keep going with the survivors."""
-        self.failed.add((failure.mesh_name, failure.rank if failure.rank is not None else -1))
+        self.failed.add((failure.name, failure.rank if failure.rank is not None else -1))
         reason = (failure.reason or "").strip().splitlines()
-        print(f"supervision: {failure.mesh_name}[{failure.rank}] failed: "
+        print(f"supervision: {failure.name}[{failure.rank}] failed: "
               f"{reason[-1] if reason else '?'}", file=sys.stderr, flush=True)
 
     def spawn(self) -> None:

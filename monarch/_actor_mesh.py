@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from . import _context, _instrument, _process
 from ._endpoint import ActorEndpoint, NotAnEndpoint
 from ._errors import UnpicklableError
-from ._future import Future
+from ._future import Future, resolved
 from ._geometry import OnView
 from ._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
 from ._shape import View
@@ -33,9 +33,9 @@ class ActorMesh(OnView, Generic[A]):
 
     def __init__(self, *, mesh_id: str, name: str, class_name: str, endpoints: frozenset[str],
                  methods: frozenset[str], procs: str, table: tuple[str, ...], full: View,
-                 view: View, owner_id: str) -> None:
+                 view: View, owner_id: str, owner_label: str = "<root>") -> None:
         self._mesh_id = mesh_id
-        self._name = name
+        self._mesh_name = name
         self._class_name = class_name
         self._endpoints = endpoints
         self._methods = methods
@@ -44,6 +44,7 @@ class ActorMesh(OnView, Generic[A]):
         self._full = full
         self._view = view
         self._owner_id = owner_id
+        self._owner_label = owner_label
         self._ranks = view.ranks()
         self._addresses = tuple(table[r] for r in self._ranks)
 
@@ -68,9 +69,9 @@ class ActorMesh(OnView, Generic[A]):
                                         port)
         runtime = _process.current() or _ensure_runtime()
         sender = _context.context().actor_instance._sender
-        frames = _pack(args, kwargs, self._name, method)
-        info = CallInfo(self._name, method, self._label_at)
-        span = _instrument.call_span(self._name, method, mode) if _instrument.ENABLED else None
+        frames = _pack(args, kwargs, self._mesh_name, method)
+        info = CallInfo(self._mesh_name, method, self._label_at)
+        span = _instrument.call_span(self._mesh_name, method, mode) if _instrument.ENABLED else None
         trace = span.context if span is not None else None
         if mode == "broadcast" or mode.startswith("port:"):
             reply_to = None if port is None else (port._address, port._port_id)
@@ -133,8 +134,7 @@ class ActorMesh(OnView, Generic[A]):
 
     def _label_at(self, index: int) -> str:
         point = self._full.point(self._full.index_of(self._ranks[index]))
-        owner = "<root>" if self._owner_id == "root" else f"<{self._owner_id}>"
-        return f"{owner}.<{self._class_name} {self._name}{point!r}>"
+        return f"{self._owner_label}.<{self._class_name} {self._mesh_name}{point!r}>"
 
     def _report(self, index: int, reason: str) -> str:
         return f"The actor {self._label_at(index)} and all its descendants have failed:\n  {reason}"
@@ -146,10 +146,15 @@ class ActorMesh(OnView, Generic[A]):
 
     # -- geometry --------------------------------------------------------------------------
     def _with(self, view: View) -> "ActorMesh[A]":
-        return ActorMesh(mesh_id=self._mesh_id, name=self._name, class_name=self._class_name,
+        return ActorMesh(mesh_id=self._mesh_id, name=self._mesh_name, class_name=self._class_name,
                          endpoints=self._endpoints, methods=self._methods, procs=self._procs,
                          table=self._table, full=self._full, view=view,
-                         owner_id=self._owner_id)
+                         owner_id=self._owner_id, owner_label=self._owner_label)
+
+    @property
+    def _name(self) -> Future[str]:
+        """A future of the mesh's id (`<name>-<suffix>`), as Monarch's `ActorMesh._name`."""
+        return resolved(self._mesh_id)
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self, reason: str = "actor was stopped") -> Future[None]:
@@ -166,9 +171,9 @@ class ActorMesh(OnView, Generic[A]):
         return ping_actors(self)
 
     def __reduce__(self) -> Any:
-        return _rebuild, (self._mesh_id, self._name, self._class_name, tuple(self._endpoints),
+        return _rebuild, (self._mesh_id, self._mesh_name, self._class_name, tuple(self._endpoints),
                           tuple(self._methods), self._procs, self._table, self._full.to_wire(),
-                          self._view.to_wire(), self._owner_id)
+                          self._view.to_wire(), self._owner_id, self._owner_label)
 
     def __repr__(self) -> str:
         module, _, qual = self._class_name.rpartition(".")
@@ -177,11 +182,12 @@ class ActorMesh(OnView, Generic[A]):
 
 
 def _rebuild(mesh_id: str, name: str, class_name: str, endpoints: tuple, methods: tuple,
-             procs: str, table: tuple, full: tuple, view: tuple, owner_id: str) -> ActorMesh[Any]:
+             procs: str, table: tuple, full: tuple, view: tuple, owner_id: str,
+             owner_label: str = "<root>") -> ActorMesh[Any]:
     return ActorMesh(mesh_id=mesh_id, name=name, class_name=class_name,
                      endpoints=frozenset(endpoints), methods=frozenset(methods), procs=procs,
                      table=tuple(table), full=View.from_wire(full), view=View.from_wire(view),
-                     owner_id=owner_id)
+                     owner_id=owner_id, owner_label=owner_label)
 
 
 def _pack(args: tuple, kwargs: dict, mesh_name: str, method: str) -> list[Any]:

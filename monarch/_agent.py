@@ -12,8 +12,7 @@ from typing import Any
 
 import msgpack
 
-from ._hosting import (FAILED_STATE, PING, STOPPED, SUPERVISE, AsyncSlot, SpawnHeader,
-                       SyncSlot)
+from ._hosting import FAILED_STATE, STOPPED, AsyncSlot, SpawnHeader, SyncSlot
 from ._process import ProcessRuntime
 from ._wire import _serial
 from ._wire._messages import FAILED, OK, Call
@@ -77,7 +76,7 @@ def ping_handler(runtime: ProcessRuntime) -> Any:
             return
         slot = runtime.actors.get(mesh)
         if slot is not None:
-            slot.enqueue_special(PING, (msg.port, msg.lo))
+            slot.enqueue_ping((msg.port, msg.lo))
         elif tries < 3000:  # the spawn may still be on its way: look again for 30 s
             runtime.call_later(0.01, lambda: ping(msg, frames, tries + 1))
         elif msg.port is not None:
@@ -121,7 +120,7 @@ def supervise_handler(runtime: ProcessRuntime) -> Any:
     def supervise(failure: dict[str, Any]) -> None:
         for slot in runtime.actors.values():
             if slot.instance.actor_id == failure["owner_id"]:
-                slot.enqueue_special(SUPERVISE, failure)
+                slot.supervise_later(failure)
                 return
 
     return supervise

@@ -36,8 +36,11 @@ class Instance:
 
     def __init__(self, *, actor_id: str, name: str, class_name: str, rank: Point,
                  proc_id: str, creator: str | None, sender: str,
-                 proc_mesh: Callable[[], Any], slot: Any = None) -> None:
+                 proc_mesh: Callable[[], Any], slot: Any = None, label: str = "<root>") -> None:
         self.actor_id = actor_id
+        self.label = label
+        """Monarch's name of the actor in failure reports: its owners' chain, e.g.
+        `<root>.<__main__.Trainer trainers{'gpus': 0/8}>`."""
         self.name = name
         self.class_name = class_name
         self.rank = rank
@@ -63,8 +66,9 @@ class Instance:
             raise RuntimeError("the root client cannot be stopped; end the script instead")
         self._slot.request_stop(reason)
 
-    def abort(self, reason: str = "aborted by the actor itself") -> None:
-        """Fails this actor now: a supervision event for its owner, with `reason`."""
+    def abort(self, reason: str | None = None) -> None:
+        """Fails this actor now: a supervision event for its owner, with `reason` (`no reason
+        provided` when None)."""
         if self._slot is None:
             raise RuntimeError("the root client cannot abort; raise an exception instead")
         self._slot.request_abort(reason)

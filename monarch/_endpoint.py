@@ -112,7 +112,7 @@ class ActorEndpoint(Endpoint[P, R]):
         return self._mesh._send(self._name, args, kwargs, mode, port)
 
     def __repr__(self) -> str:
-        return f"<ActorEndpoint {self._mesh._name}.{self._name}>"
+        return f"<ActorEndpoint {self._mesh._mesh_name}.{self._name}>"
 
 
 class NotAnEndpoint:
@@ -212,14 +212,40 @@ def endpoint_table(cls: type) -> tuple[dict[str, EndpointProperty[Any, Any]], li
 
 
 def check_sync_async(cls: type) -> bool:
-    """True for an async actor; ValueError (Monarch's text) for a class mixing both kinds."""
+    """True for an async actor, False for a sync one; ValueError (Monarch's texts) for a class
+    whose endpoints or hooks do not agree on the kind.
+
+    An actor is sync when it has at least one endpoint and every endpoint is a plain `def`;
+    otherwise (async endpoints, or none at all) it is async. A sync actor's `__cleanup__`,
+    `__supervise__` and `_handle_undeliverable_message` must be plain `def`s (its thread would
+    have no loop to await them on); an async actor's `__cleanup__` must be `async def`.
+    """
     endpoints, _ = endpoint_table(cls)
     sync = [n for n, e in endpoints.items() if not e.is_async]
     async_ = [n for n, e in endpoints.items() if e.is_async]
+    why = "Synchronous endpoints cannot be mixed with async endpoints because they can cause " \
+          "the asyncio loop to deadlock if they wait."
     if sync and async_:
-        raise ValueError(
-            f"{cls} mixes both async and sync endpoints.Synchronous endpoints cannot be mixed "
-            "with async endpoints because they can cause the asyncio loop to deadlock if they "
-            f"wait.sync: {sync} async: {async_}")
-    return bool(async_)
+        raise ValueError(f"{cls} mixes both async and sync endpoints.{why}sync: {sync} "
+                         f"async: {async_}")
+    cleanup = _override(cls, "__cleanup__")
+    if sync and cleanup is not None and inspect.iscoroutinefunction(cleanup):
+        raise ValueError(f"{cls} has sync endpoints, but an async __cleanup__. Make sure "
+                         f"__cleanup__ is also synchronous.{why}sync: {sync}")
+    if async_ and cleanup is not None and not inspect.iscoroutinefunction(cleanup):
+        raise ValueError(f"{cls} has async endpoints, but a synchronous __cleanup__. Make sure "
+                         f"__cleanup__ is also async.{why}async: {async_}")
+    for hook in ("__supervise__", "_handle_undeliverable_message"):
+        method = _override(cls, hook)
+        if sync and method is not None and inspect.iscoroutinefunction(method):
+            raise ValueError(f"{cls} has sync endpoints, but an async {hook}. Make sure {hook} "
+                             f"is also synchronous. sync: {sync}")
+    return not sync
 
+
+def _override(cls: type, name: str) -> Any:
+    """The class's own `name` method, None when only the Actor base class defines it."""
+    from ._actor import Actor
+
+    method = getattr(cls, name, None)
+    return None if method is None or method is getattr(Actor, name, None) else method

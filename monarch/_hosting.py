@@ -33,14 +33,15 @@ STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "sto
 _STOP = object()
 PING = object()
 """Queued behind an actor's messages: answer a ping once __init__ has run."""
-SUPERVISE = object()
-"""Queued behind an actor's messages: offer a failure of a mesh it owns to __supervise__."""
+_CONTROL = object()
+"""Queued to wake a sync actor's thread: its control lane has work."""
 
 
 class SpawnHeader:
     """The msgpack header of a spawn message: everything but the pickled class and args."""
 
-    __slots__ = ("mesh", "name", "is_async", "class_name", "owner", "owner_id", "controller")
+    __slots__ = ("mesh", "name", "is_async", "class_name", "owner", "owner_id", "owner_label",
+                 "controller")
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.mesh: str = body["mesh"]
@@ -49,11 +50,18 @@ class SpawnHeader:
         self.class_name: str = body["class_name"]
         self.owner: str = body["owner"]
         self.owner_id: str = body["owner_id"]
+        self.owner_label: str = body.get("owner_label", "<root>")
         self.controller: str = body["controller"]
 
 
 class ActorSlot:
-    """An actor in this process: its mailbox, state, and how it runs messages."""
+    """An actor in this process: its mailbox, state, and how it runs messages.
+
+    Two lanes feed an actor: its messages, in order, and a control lane (failures of meshes
+    it owns, for `__supervise__`) that is served first, between messages, so a backlog of
+    messages never starves supervision. An async `__supervise__` runs as a task of its own
+    while the actor keeps handling messages.
+    """
 
     def __init__(self, runtime: ProcessRuntime, header: SpawnHeader, view: Any, index: int,
                  frames: list[Any], proc_mesh: Any) -> None:
@@ -72,12 +80,17 @@ class ActorSlot:
             actor_id=f"{header.mesh}[{self.rank.rank}]", name=f"{header.name}[{self.rank.rank}]",
             class_name=header.class_name, rank=self.rank, proc_id=runtime.identity.name,
             creator=header.owner_id, sender=f"{header.mesh}[{self.rank.rank}]",
-            proc_mesh=proc_mesh, slot=self)
+            proc_mesh=proc_mesh, slot=self, label=self.label())
         self.endpoints: dict[str, Any] = {}
         self.done = threading.Event()
         """Set once the actor has stopped or failed."""
         self.break_next = False
         """Run the next message under a remote pdb that stops at its first line."""
+        self._control: collections.deque[dict[str, Any]] = collections.deque()
+        """Failures of owned meshes waiting for `__supervise__` (appended by the I/O thread)."""
+        self._inflight: list[Call] = []
+        """Calls being handled now; a failure of the actor answers them at once."""
+        self._lock = threading.Lock()  # guards state changes to failed/stopped and _inflight
 
     # -- I/O thread ------------------------------------------------------------------------
     def deliver(self, msg: Call, frames: list[Any]) -> None:
@@ -97,9 +110,19 @@ class ActorSlot:
         """Stops after the messages already queued; `__cleanup__` runs first."""
         self._enqueue((_STOP, (reason, port)))
 
-    def request_abort(self, reason: str) -> None:
+    def request_abort(self, reason: str | None) -> None:
         """Fails the actor with `reason` (from inside a handler)."""
-        self.fail(f"actor explicitly aborted due to: {reason}", None)
+        self.fail(f"actor explicitly aborted due to: {reason or 'no reason provided'}", None)
+
+    def supervise_later(self, failure: dict[str, Any]) -> None:
+        """Queues a failure of a mesh this actor owns on the control lane (I/O thread)."""
+        if self.state in (FAILED_STATE, STOPPED):
+            return
+        self._control.append(failure)
+        self._wake_control()
+
+    def _wake_control(self) -> None:
+        raise NotImplementedError
 
     # -- the actor's thread ----------------------------------------------------------------
     def construct(self) -> None:
@@ -120,7 +143,9 @@ class ActorSlot:
         except BaseException as exc:  # noqa: BLE001 - any failure of __init__ fails the actor
             self.fail(_aborted(_strip(exc)), exc)
             return
-        self.state = RUNNING
+        with self._lock:
+            if self.state == STARTING:
+                self.state = RUNNING
 
     def prepare(self, msg: Call, frames: list[Any]) -> tuple[Any, tuple, dict, Context] | None:
         """Finds the method and unpickles arguments; answers the caller itself on error."""
@@ -156,17 +181,36 @@ class ActorSlot:
         """Enters the message's context and opens its invocation span."""
         token = enter(ctx)
         span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
+        self._inflight.append(msg)
         return token, span, time.perf_counter()
 
     def finish(self, msg: Call, begun: tuple[Any, Any, float], result: Any = None,
                error: BaseException | None = None) -> None:
-        """Answers the caller (or fails the actor), closes the span, leaves the context."""
+        """Answers the caller (or fails the actor), closes the span, leaves the context.
+
+        An exception goes back to the caller as an ActorError, and the actor lives on, only
+        when the caller waits for an answer on the call's own port. Anything else fails the
+        actor (a supervision event; the caller, if any, gets a SupervisionError): a
+        `BaseException` that is not an `Exception`, or an exception of a `broadcast` (no
+        reply port) or of an endpoint that answers through an explicit response port.
+        """
         token, span, started = begun
         try:
+            with self._lock:
+                answering = msg in self._inflight
+                if answering:
+                    self._inflight.remove(msg)
+            if not answering:
+                return  # the actor failed meanwhile: the caller was answered then
             if error is None:
                 self.answer(msg, result)
-            else:
+            elif isinstance(error, Exception) and msg.port is not None \
+                    and not self.explicit(msg):
                 self.answer_error(msg, error)
+            else:
+                self.handled += 1
+                self.fail(_aborted(error), error)
+                self.refuse(msg)
         finally:
             if span is not None:
                 _instrument.end_invocation(self, msg, span, started,
@@ -193,10 +237,9 @@ class ActorSlot:
         self.runtime.reply(msg.port, msg.lo, OK, [data, *buffers])
 
     def answer_error(self, msg: Call, exc: BaseException) -> None:
-        """Sends an endpoint's exception to the caller; for a broadcast, fails the actor."""
+        """Sends an endpoint's exception to the caller (an ActorError there)."""
         self.handled += 1
         if msg.port is None:
-            self.fail(_aborted(exc), exc)
             return
         tb = _format(exc)
         try:
@@ -206,80 +249,103 @@ class ActorSlot:
         self.runtime.reply(msg.port, msg.lo, ERROR, [data, *buffers])
 
     def fail(self, reason: str, exc: BaseException | None) -> None:
-        """Marks the actor failed and reports it to the controller (which tells the owner)."""
-        if self.state in (FAILED_STATE, STOPPED):
-            return
-        self.state = FAILED_STATE
-        self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
-                        f"  {_indent(reason)}")
+        """Marks the actor failed and reports it to the controller (which tells the owner);
+        the calls it is handling now get the failure at once."""
+        with self._lock:
+            if self.state in (FAILED_STATE, STOPPED):
+                return
+            self.state = FAILED_STATE
+            self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
+                            f"  {_indent(reason)}")
+            inflight, self._inflight = self._inflight, []
+        self._control.clear()
         report = {"mesh": self.header.mesh, "mesh_name": self.header.name,
                   "rank": self.rank.rank, "base_rank": self.base_rank,
                   "class_name": self.header.class_name, "owner": self.header.owner,
                   "owner_id": self.header.owner_id, "report": self.failure,
-                  "reason": reason, "host": socket.gethostname(), "pid": os.getpid(),
-                  "proc": self.runtime.identity.name}
+                  "label": self.label(), "reason": reason, "host": socket.gethostname(),
+                  "pid": os.getpid(), "proc": self.runtime.identity.name}
+        for msg in inflight:
+            self.refuse(msg)
         self.done.set()
+        self._cancel_tasks()
         self.runtime.notify(self.header.controller, "actor_failed", report)
 
-    def finish_stop(self, reason: str, port: tuple | None) -> None:
-        """Runs `__cleanup__` and marks the actor stopped; answers `port` when done."""
-        cleanup = getattr(self.obj, "__cleanup__", None)
-        if cleanup is not None and self.state == RUNNING:
-            try:
-                cleanup(None)
-            except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
-                traceback.print_exc()
-        if self.state not in (FAILED_STATE, STOPPED):
+    def _cancel_tasks(self) -> None:
+        """Cancels what runs on the actor's behalf besides its handler (async actors)."""
+
+    def _mark_stopped(self, reason: str) -> None:
+        with self._lock:
+            if self.state in (FAILED_STATE, STOPPED):
+                return
             self.state = STOPPED
             self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
                             f"  {reason}")
-            self.runtime.notify(self.header.controller, "actor_stopped",
-                                {"mesh": self.header.mesh, "rank": self.rank.rank})
+        self._control.clear()
+        self.runtime.notify(self.header.controller, "actor_stopped",
+                            {"mesh": self.header.mesh, "rank": self.rank.rank})
+
+    def cleanup(self) -> Any:
+        """Calls `__cleanup__(None)` if the actor runs (it may return a coroutine)."""
+        cleanup = getattr(self.obj, "__cleanup__", None)
+        if cleanup is None or self.state != RUNNING:
+            return None
+        token = enter(Context(self.instance, None, 0, self.runtime.view))
+        try:
+            return cleanup(None)
+        finally:
+            leave(token)
+
+    def stopped(self, reason: str, port: tuple | None) -> None:
+        """Marks the actor stopped after its cleanup; answers `port` when done."""
+        self._mark_stopped(reason)
         self.done.set()
         if port is not None:
             self.runtime.reply(port, self.index, OK)
 
-    def special(self, kind: Any, arg: Any) -> None:
-        """Runs a system item queued behind the actor's messages (on the actor's thread)."""
-        if kind is PING:
-            port, index = arg
-            if self.state == RUNNING:
-                self.runtime.reply(port, index, OK)
-            else:
-                data, _ = _serial.dumps(self.failure or "the actor is not running")
-                self.runtime.reply(port, index, FAILED, [data])
-        elif kind is SUPERVISE:
-            self.supervise(arg)
+    def ping(self, arg: Any) -> None:
+        """Answers a ping queued behind the messages: ready once `__init__` ran."""
+        port, index = arg
+        if self.state == RUNNING:
+            self.runtime.reply(port, index, OK)
+        else:
+            data, _ = _serial.dumps(self.failure or "the actor is not running")
+            self.runtime.reply(port, index, FAILED, [data])
 
-    def supervise(self, failure: Any) -> None:
-        """Offers a failure of a mesh this actor owns to `__supervise__`; escalates if unhandled."""
+    def take_control(self) -> list[Any]:
+        """The failures waiting for `__supervise__`, as events (empty before `__init__` ran)."""
         from ._supervision import MeshFailure
 
         if self.state != RUNNING:
-            return
-        event = MeshFailure.from_report(failure)
-        token = enter(Context(self.instance, None, 0, self.runtime.view))
-        try:
-            handled = bool(self.obj.__supervise__(event))
-        except Exception as exc:  # noqa: BLE001 - a failing supervisor fails its actor
+            return []
+        events = []
+        while self._control:
+            events.append(MeshFailure.from_report(self._control.popleft()))
+        return events
+
+    def supervise_context(self) -> Any:
+        return enter(Context(self.instance, None, 0, self.runtime.view))
+
+    def supervised(self, event: Any, handled: Any = None,
+                   error: BaseException | None = None) -> None:
+        """What `__supervise__` said of `event`: handled, not (escalate), or it raised."""
+        if error is not None:
             self.fail(f"__supervise__ raised while handling a failure of {event.mesh_name}:\n"
-                      f"{_format(exc)}", exc)
-            return
-        finally:
-            leave(token)
-        if not handled:
-            self.fail(f"a mesh it owns failed and it did not handle it:\n{event.report()}", None)
+                      f"{_format(error)}", error)
+        elif not handled:
+            self.fail(f"a mesh it owns failed and it did not handle it:\n{event.report()}",
+                      None)
 
     def label(self) -> str:
-        owner = "<root>" if self.header.owner_id == "root" else f"<{self.header.owner_id}>"
-        return f"{owner}.<{self.header.class_name} {self.header.name}{self.rank!r}>"
+        return (f"{self.header.owner_label}.<{self.header.class_name} "
+                f"{self.header.name}{self.rank!r}>")
 
-    def enqueue_special(self, kind: Any, arg: Any) -> None:
-        """Queues a system item (ping, supervise) behind the messages already queued."""
+    def enqueue_ping(self, arg: Any) -> None:
+        """Queues a ping behind the messages already queued."""
         if self.state in (FAILED_STATE, STOPPED):
-            self.special(kind, arg)  # nothing runs the queue any more
+            self.ping(arg)  # nothing runs the queue any more
             return
-        self._enqueue((kind, arg))
+        self._enqueue((PING, arg))
 
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         raise NotImplementedError
@@ -290,7 +356,8 @@ class ActorSlot:
 
 
 class SyncSlot(ActorSlot):
-    """A sync actor: its own thread runs `__init__` then each message in order."""
+    """A sync actor: its own thread runs `__init__` then each message in order; the control
+    lane is served before each message."""
 
     def start(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -306,6 +373,9 @@ class SyncSlot(ActorSlot):
         self._queue.put(item)
         if self.leading and threading.get_ident() != self.runtime.leadership.leader_ident:
             self.runtime.wake()
+
+    def _wake_control(self) -> None:
+        self._enqueue((_CONTROL, None))
 
     def _next(self) -> Any:
         """The next item; while idle, this thread leads the process's loop (no hand-off for
@@ -342,16 +412,36 @@ class SyncSlot(ActorSlot):
         finally:
             self.leading = False
 
+    def _supervise_now(self) -> None:
+        for event in self.take_control():
+            token = self.supervise_context()
+            try:
+                handled = self.obj.__supervise__(event)
+            except Exception as exc:  # noqa: BLE001 - a failing supervisor fails its actor
+                self.supervised(event, error=exc)
+            else:
+                self.supervised(event, handled)
+            finally:
+                leave(token)
+
     def _run(self) -> None:
         self.construct()
         while True:
+            if self._control:
+                self._supervise_now()
             msg, frames = self._next()
+            if msg is _CONTROL:
+                continue
             if msg is _STOP:
-                self.finish_stop(*frames)
+                try:
+                    self.cleanup()
+                except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
+                    traceback.print_exc()
+                self.stopped(*frames)
                 self._drain_refusing()
                 return
-            if msg is PING or msg is SUPERVISE:
-                self.special(msg, frames)
+            if msg is PING:
+                self.ping(frames)
                 continue
             prepared = self.prepare(msg, frames)
             if prepared is None:
@@ -374,22 +464,25 @@ class SyncSlot(ActorSlot):
     def _drain_refusing(self) -> None:
         while True:
             try:
-                msg, _ = self._local.popleft() if self._local else self._queue.get_nowait()
+                msg, arg = self._local.popleft() if self._local else self._queue.get_nowait()
             except queue.Empty:
                 return
             if msg is PING:
-                self.special(msg, _)
-            elif msg is not _STOP and msg is not SUPERVISE:
+                self.ping(arg)
+            elif msg is not _STOP and msg is not _CONTROL:
                 self.refuse(msg)
 
 
 class AsyncSlot(ActorSlot):
-    """An async actor: one task on the process's actor loop."""
+    """An async actor: one dispatch task on the process's actor loop; `@concurrent_endpoint`
+    handlers and async `__supervise__` calls run as tasks of their own."""
 
     def start(self) -> None:
         self._loop = actor_loop()
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
         self._wakeup: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        """Concurrent handlers and async __supervise__ calls: cancelled when the actor ends."""
         self._loop.call_soon_threadsafe(self._begin)
 
     def _begin(self) -> None:
@@ -407,8 +500,62 @@ class AsyncSlot(ActorSlot):
         if self._wakeup is not None:
             self._wakeup.set()
 
+    def _wake_control(self) -> None:
+        self._loop.call_soon_threadsafe(self._supervise_now)
+
+    def _spawn(self, coro: Any) -> "asyncio.Task[Any]":
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _cancel_tasks(self) -> None:
+        def cancel() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+
+        if threading.get_ident() == _loop_thread(self._loop):
+            cancel()
+        else:
+            self._loop.call_soon_threadsafe(cancel)
+
+    def _supervise_now(self) -> None:
+        """On the loop: a sync `__supervise__` runs here and now (between messages); an async
+        one becomes a task, so the actor keeps handling messages while it is pending."""
+        for event in self.take_control():
+            token = self.supervise_context()
+            try:
+                outcome = self.obj.__supervise__(event)
+            except Exception as exc:  # noqa: BLE001 - a failing supervisor fails its actor
+                self.supervised(event, error=exc)
+                continue
+            finally:
+                leave(token)
+            if asyncio.iscoroutine(outcome):
+                self._spawn(self._supervise_async(event, outcome))
+            else:
+                self.supervised(event, outcome)
+
+    async def _supervise_async(self, event: Any, pending: Any) -> None:
+        token = self.supervise_context()
+        try:
+            handled = await pending
+        except asyncio.CancelledError as exc:
+            if self.state == RUNNING and not _cancelling():
+                self.supervised(event, error=exc)  # it raised CancelledError itself
+            else:
+                raise  # the actor stopped or failed: a pending supervise is dropped
+        except Exception as exc:  # noqa: BLE001 - a failing supervisor fails its actor
+            self.supervised(event, error=exc)
+        else:
+            if self.state == RUNNING:
+                self.supervised(event, handled)
+        finally:
+            leave(token)
+
     async def _run(self) -> None:
         self.construct()
+        self._supervise_now()  # failures that arrived during __init__
         pending = self._pending
         assert self._wakeup is not None
         while True:
@@ -417,25 +564,39 @@ class AsyncSlot(ActorSlot):
                 await self._wakeup.wait()
             msg, frames = pending.popleft()
             if msg is _STOP:
-                self.finish_stop(*frames)
-                while pending:
-                    item, arg = pending.popleft()
-                    if item is PING:
-                        self.special(item, arg)
-                    elif item is not _STOP and item is not SUPERVISE:
-                        self.refuse(item)
+                await self._stop(*frames)
                 return
-            if msg is PING or msg is SUPERVISE:
-                self.special(msg, frames)
+            if msg is PING:
+                self.ping(frames)
                 continue
             prepared = self.prepare(msg, frames)
             if prepared is None:
                 continue
             prop = self.endpoints.get(msg.method)
             if prop is not None and prop._concurrent:
-                self._loop.create_task(self._handle(msg, prepared, frames))
+                self._spawn(self._handle(msg, prepared, frames))
             else:
                 await self._handle(msg, prepared, frames)
+            if self._control:
+                await asyncio.sleep(0)  # a supervision is waiting: let it run first
+
+    async def _stop(self, reason: str, port: tuple | None) -> None:
+        """Cancels what runs besides the dispatch (pending supervise, concurrent handlers),
+        awaits `__cleanup__`, then refuses whatever is still queued."""
+        self._cancel_tasks()
+        try:
+            outcome = self.cleanup()
+            if asyncio.iscoroutine(outcome):
+                await outcome
+        except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
+            traceback.print_exc()
+        self.stopped(reason, port)
+        while self._pending:
+            item, arg = self._pending.popleft()
+            if item is PING:
+                self.ping(arg)
+            elif item is not _STOP:
+                self.refuse(item)
 
     async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context],
                       frames: list[Any]) -> None:
@@ -449,6 +610,16 @@ class AsyncSlot(ActorSlot):
             self.finish(msg, begun, error=_strip(exc))
         else:
             self.finish(msg, begun, result)
+
+
+def _cancelling() -> bool:
+    """True when the running task is being cancelled (not merely seeing a CancelledError)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _loop_thread(loop: asyncio.AbstractEventLoop) -> int | None:
+    return getattr(loop, "_thread_id", None)
 
 
 class _NullPort:

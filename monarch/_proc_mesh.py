@@ -54,7 +54,7 @@ class ProcMesh(OnView):
         class_name = f"{Class.__module__}.{Class.__qualname__}"
         header = msgpack.packb({
             "mesh": mesh_id, "name": name, "is_async": is_async, "class_name": class_name,
-            "owner": runtime.address, "owner_id": owner.actor_id,
+            "owner": runtime.address, "owner_id": owner.actor_id, "owner_label": owner.label,
             "controller": _services.controller_address()})
         try:
             data, buffers = _serial.dumps((Class, args, kwargs))
@@ -67,7 +67,7 @@ class ProcMesh(OnView):
         return ActorMesh(mesh_id=mesh_id, name=name, class_name=class_name,
                          endpoints=frozenset(endpoints), methods=frozenset(methods),
                          procs=self._procs, table=self._table, full=self._view, view=self._view,
-                         owner_id=owner.actor_id)
+                         owner_id=owner.actor_id, owner_label=owner.label)
 
     # -- geometry --------------------------------------------------------------------------
     def _with(self, view: View) -> "ProcMesh":

@@ -14,10 +14,16 @@ from typing import Any, Callable
 class MeshFailure:
     """A failure of (part of) a mesh, given to `__supervise__` and `unhandled_fault_hook`.
 
+    `str()` and `repr()` read as Monarch's: `MeshFailure(mesh_name=..., crashed_ranks=[r],
+    event=Supervision event: actor ... failed: ...)`.
+
     Attributes:
-        mesh_name: the mesh's name as given to spawn (or the proc mesh's id).
-        mesh: the mesh id.
-        rank: the failed actor's rank in its mesh (None for a whole proc mesh).
+        mesh_name: the mesh's id, `<name>-<suffix>` (as Monarch names meshes).
+        name: the name the mesh was spawned with.
+        mesh: the mesh id (same as `mesh_name`).
+        rank: the failed actor's rank in its mesh (for a proc with no actor, its rank in its
+            proc mesh).
+        crashed_ranks: the ranks of the mesh this failure is about.
         class_name, host, pid, proc: where it ran.
         exit_code / signal: how its process ended, when it did.
         reason: the cause in one paragraph (with the remote traceback when there is one).
@@ -25,9 +31,11 @@ class MeshFailure:
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = dict(fields)
-        self.mesh_name: str = fields.get("mesh_name", "")
-        self.mesh: str = fields.get("mesh", "")
+        self.mesh: str = fields.get("mesh") or fields.get("mesh_name", "")
+        self.mesh_name: str = self.mesh
+        self.name: str = fields.get("mesh_name") or self.mesh
         self.rank: int | None = fields.get("rank")
+        self.crashed_ranks: list[int] = [self.rank] if self.rank is not None else []
         self.class_name: str | None = fields.get("class_name")
         self.host: str | None = fields.get("host")
         self.pid: int | None = fields.get("pid")
@@ -36,6 +44,7 @@ class MeshFailure:
         self.signal: int | None = fields.get("signal")
         self.reason: str = fields.get("reason", "")
         self._report: str = fields.get("report", self.reason)
+        self._label: str | None = fields.get("label")
 
     @classmethod
     def from_report(cls, fields: dict[str, Any]) -> "MeshFailure":
@@ -46,11 +55,24 @@ class MeshFailure:
         """The failure report: which actor failed, and why."""
         return self._report
 
+    def _event(self) -> str:
+        if self._label:
+            return f"Supervision event: actor {self._label} failed:\n  {_indent(self.reason)}\n"
+        return f"Supervision event: {self._report}\n"
+
     def __repr__(self) -> str:
-        return f"MeshFailure(mesh_name={self.mesh_name!r}, report={self._report!r})"
+        ranks = ", ".join(str(r) for r in self.crashed_ranks)
+        return (f"MeshFailure(mesh_name={self.mesh_name}, crashed_ranks=[{ranks}], "
+                f"event={self._event()})")
+
+    __str__ = __repr__
 
     def __reduce__(self) -> Any:
         return MeshFailure, (self.fields,)
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n  ")
 
 
 def default_unhandled_fault_hook(failure: MeshFailure) -> None:

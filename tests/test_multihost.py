@@ -88,7 +88,7 @@ def test_mesh_spans_hosts_and_survives_losing_one(workers, fault_log):
     assert local.relay.call_one(mesh.slice(hosts=0)).get(timeout=30) == [0, 1]
 
     children[1].send_signal(signal.SIGKILL)  # the whole second host goes away
-    failure = fault_log.wait_for(lambda f: f.mesh_name == "spread" and "was lost" in f.report(),
+    failure = fault_log.wait_for(lambda f: f.name == "spread" and "was lost" in f.report(),
                                  timeout=30)
     assert "127.0.0.3" in failure.report()
     with pytest.raises(SupervisionError, match="was lost"):

@@ -86,7 +86,7 @@ def test_slurm_job_spans_nodes_and_losing_one_is_a_supervision_event(slurm, tmp_
         lost_node = nodes[1]
         os.kill(worker_pids(port)[lost_node], signal.SIGKILL)
         failure = fault_log.wait_for(
-            lambda f: f.mesh_name == "slurmed" and "was lost" in f.report(), timeout=60)
+            lambda f: f.name == "slurmed" and "was lost" in f.report(), timeout=60)
         assert "no heartbeat" in failure.report()
         with pytest.raises(SupervisionError):
             mesh.slice(hosts=1, gpus=0).where.call_one().get(timeout=30)

@@ -189,7 +189,7 @@ class Supervisor:
             self._failure({
                 "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
                 "class_name": mesh.class_name, "owner": mesh.owner, "owner_id": mesh.owner_id,
-                **_where(record), "reason": reason,
+                "label": mesh.labels[rank], **_where(record), "reason": reason,
                 "report": f"The actor {mesh.labels[rank]} and all its descendants have "
                           f"failed:\n  {reason}"})
         if not meshes and not reported:  # no actor to blame: the proc mesh's owner hears

@@ -32,7 +32,7 @@ def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
         assert result["signal"] == "SIGKILL" and result["skipped"] == []
         assert [(k["rank"], k["pid"]) for k in result["killed"]] == [(2, before[2])]
         assert pid_gone(before[2])
-        failure = fault_log.wait_for(lambda f: f.mesh_name == "victims" and f.rank == 2)
+        failure = fault_log.wait_for(lambda f: f.name == "victims" and f.rank == 2)
         assert failure.signal == 9
         for rank in (0, 1, 3):
             os.kill(before[rank], 0)

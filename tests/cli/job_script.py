@@ -24,7 +24,7 @@ def say(text: str) -> None:
 
 def on_failure(failure):
     failed.add(failure.rank)
-    say(f"FAILURE {failure.mesh_name} {failure.rank} signal={failure.signal}")
+    say(f"FAILURE {failure.name} {failure.rank} signal={failure.signal}")
 
 
 monarch.actor.unhandled_fault_hook = on_failure
