@@ -183,7 +183,10 @@ def set_waiter(waiter: Callable[["Future[Any]", float | None], bool] | None) -> 
 
 
 def _wake_soon(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
-    loop.call_soon_threadsafe(_wake, waiter)
+    try:
+        loop.call_soon_threadsafe(_wake, waiter)
+    except RuntimeError:  # the loop that awaited it is closed: nobody waits any more
+        pass
 
 
 def _wake(waiter: asyncio.Future[Any]) -> None:

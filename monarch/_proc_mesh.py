@@ -37,6 +37,7 @@ class ProcMesh(OnView):
         self._view = view
         self._host_mesh = host_mesh
         self._ranks = view.ranks()
+        self._stopping = False
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> ActorMesh[T]:
         """Spawns one `Class(*args, **kwargs)` actor on every proc of this mesh.
@@ -47,6 +48,8 @@ class ProcMesh(OnView):
         """
         if not (isinstance(Class, type) and issubclass(Class, Actor)):
             raise TypeError(f"spawn expects an Actor subclass, got {Class!r}")
+        if self._stopped():
+            raise RuntimeError("`ProcMesh` has already been stopped")
         is_async = check_sync_async(Class)
         runtime = _process.current() or _runtime()
         owner = _context.context().actor_instance
@@ -104,7 +107,19 @@ class ProcMesh(OnView):
 
     def stop(self) -> Future[None]:
         """Stops every proc of this mesh (actors' `__cleanup__` run first); waits for exits."""
+        self._stopping = True
         return _services.call("stop_procs", self._procs, list(self._ranks))
+
+    def _stopped(self) -> bool:
+        """True once `stop()` was called on this mesh (or a slice it was made from), or every
+        one of its procs is known to have been stopped."""
+        if self._stopping:
+            return True
+        runtime = _process.current()
+        if runtime is None or not runtime.dead:
+            return False
+        reasons = [runtime.dead.get(self._table[r]) for r in self._ranks]
+        return all(reason == STOPPED_REASON for reason in reasons)
 
     def logging_option(self, stream_to_client: bool = True,
                        aggregate_window_sec: int | None = 3, level: int = 20) -> None:
@@ -136,11 +151,19 @@ def _runtime() -> Any:
     return _process.current()
 
 
+STOPPED_REASON = "the proc was stopped"
+"""What a process learns of a proc that ended because its mesh was stopped."""
+
+
 def _system_call(procs: str, table: tuple[str, ...], view: View, ranks: list[int], method: str,
                  body: dict[str, Any]) -> Future[None]:
     runtime = _process.current() or _runtime()
     future: Future[Any] = Future()
     addresses = tuple(table[r] for r in ranks)
+    gone = next((runtime.dead[a] for a in addresses if a in runtime.dead), None)
+    if gone is not None:  # a proc of the call is known to be dead: fail now, never hang
+        future.set_exception(RuntimeError(f"a proc of {procs} is gone: {gone}"))
+        return future
     info = CallInfo(f"@{procs}", method, lambda i: f"<proc {addresses[i]}>")
     port = runtime.new_port(CallSink(future, addresses, info, lambda values: None))
     sender = _context.context().actor_instance._sender

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from .. import _supervision
 from .._future import Future
+from .._proc_mesh import STOPPED_REASON
 from .._process import ProcessRuntime
 from .._wire._messages import ProcStarted
 
@@ -132,7 +133,7 @@ class Supervisor:
         record.status = status
         if record.state == STOPPING:
             record.state = STOPPED
-            self._dead(record, "the proc was stopped")
+            self._dead(record, STOPPED_REASON)
         else:
             record.state = FAILED
             self._proc_failed(record, reason or exit_reason(status))

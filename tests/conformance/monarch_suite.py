@@ -76,7 +76,8 @@ def run_file(name: str, report_dir: Path, python: str = sys.executable,
     that `python` imports; its outcome per test id (`file.py::test_x[param]`)."""
     folder = tests_dir()
     report = report_dir / f"{name}.xml"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    run_root = report_dir / f"{name}.run"  # its jobs' run directories, apart from ours
+    env = dict(os.environ, MONARCH_RUN_DIR=str(run_root), PYTHONPATH=os.pathsep.join(
         filter(None, [str(SHIM), str(folder), os.environ.get("PYTHONPATH")])))
     env.pop("CI", None)  # Monarch's tests read CI to pick their own CI behaviour
     with open(report_dir / f"{name}.log", "w") as log:
