@@ -11,10 +11,11 @@ actor's invocation span. Both are site spans (a few tuples per call, see
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable
 
 from . import telemetry
-from ._wire._messages import Telemetry
+from ._wire._messages import Notice, Telemetry
 from ._wire._transport import PeerGone
 
 SHIP_S = 0.1
@@ -73,6 +74,40 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
 
     runtime.call_later(SHIP_S, ship)
     runtime.flush_telemetry = ship
+    runtime.final_telemetry = lambda: _final_flush(runtime, recorder, sample, ship_to, ingest)
+
+
+FINAL_NOTICE = "telemetry_final"
+"""The notice a stopping proc sends after its last `Telemetry` (same link, so it arrives after)."""
+
+
+def _final_flush(runtime: Any, recorder: Any, sample: Callable[[], None], ship_to: str | None,
+                 ingest: Callable[[Any], object] | None) -> None:
+    """Ships everything recorded so far (from any thread but the loop's: it may block), then,
+    in a proc, tells the controller that was the last of it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # a line still in a buffer reaches the capture now
+        except (OSError, ValueError):
+            pass
+    sample()
+    while True:
+        if ingest is not None:
+            wire = recorder.drain()
+            if wire is None:
+                return
+            ingest(wire)
+            continue
+        batch = recorder.drain_bytes()
+        if ship_to is None or ship_to in runtime.dead:
+            return
+        try:
+            if not batch:
+                runtime.outbox.send(ship_to, Notice(FINAL_NOTICE, {"proc": runtime.identity.name}))
+                return
+            runtime.outbox.send(ship_to, Telemetry(runtime.identity.name, batch))
+        except PeerGone:
+            return
 
 
 def queue_sampler(runtime: Any) -> Callable[[], None]:

@@ -77,6 +77,8 @@ class ProcessRuntime:
         self.internal_errors = 0
         """Exceptions raised by loop callbacks (reported on stderr, never fatal)."""
         self.flush_telemetry: Callable[[], None] | None = None
+        self.final_telemetry: Callable[[], None] | None = None
+        """Ships every record left and says it was the last (not on the loop thread)."""
         self.extra_fds: dict[int, Callable[[], None]] = {}
         """File descriptors the loop also polls (e.g. a lifeline), with their handlers."""
 

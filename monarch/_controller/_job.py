@@ -35,9 +35,11 @@ from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
 from ._exporters import start_exporters
 from ._remote import Workers
-from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
+from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
 LOCAL_HOST = "local"
+FINAL_TELEMETRY_S = 1.0
+"""How long a stop waits, after a proc exited, for a last telemetry that has not come."""
 
 _job: "Job | None" = None
 _lock = threading.Lock()
@@ -105,6 +107,10 @@ class Job:
             proc_id="controller", creator=None, sender="root",
             proc_mesh=lambda: self.proc_mesh)))
         self.runtime.kind_handlers[Telemetry] = lambda msg, frames: self.store.ingest(msg.batch)
+        self._final_telemetry: set[str] = set()
+        """Procs whose last telemetry arrived (I/O thread)."""
+        self.runtime.notice_handlers[_instrument.FINAL_NOTICE] = (
+            lambda body: self._final_telemetry.add(str(body.get("proc"))))
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
         self.runtime.start()
@@ -275,12 +281,30 @@ class Job:
         records = [self.supervisor.procs[f"{procs}-{r}"] for r in ranks
                    if f"{procs}-{r}" in self.supervisor.procs]
         live = [r for r in records if r.state in (STARTING, RUNNING)]
+        ending = [r.proc for r in records if r.state in (STARTING, RUNNING, STOPPING)]
         done = self.supervisor.stopping(records)
         for record in live:
             self.runtime.notify(record.address, "stop_proc", {})
         grace = config.seconds("process_exit_timeout")
         self.runtime.call_later(grace, lambda: self._kill_stragglers(live))
-        return done
+        return self._with_last_telemetry(ending, done)
+
+    def _with_last_telemetry(self, procs: list[str], exited: Future[None]) -> Future[None]:
+        """`exited`, settled only once the last telemetry of `procs` is in the store: a proc
+        sends it (then a final notice, on the same link) before it exits; one that was killed
+        never does, so after its exit it gets FINAL_TELEMETRY_S more."""
+        out: Future[None] = Future()
+
+        def check(deadline: float) -> None:
+            if (all(p in self._final_telemetry for p in procs)
+                    or time.monotonic() >= deadline):
+                _copy(exited, out)
+            else:
+                self.runtime.call_later(0.01, lambda: check(deadline))
+
+        exited.add_done_callback(lambda: self.runtime.call_soon(
+            lambda: check(time.monotonic() + FINAL_TELEMETRY_S)))
+        return out
 
     def _kill_stragglers(self, records: list[ProcRecord]) -> None:
         for record in records:
@@ -299,8 +323,8 @@ class Job:
                             "aggregate_window_sec": aggregate_window_sec, "level": level}
 
     def shutdown_hosts(self, hosts: list[str]) -> Future[None]:
-        records = [r for r in self.supervisor.procs.values()
-                   if r.state in (STARTING, RUNNING)]
+        records = [r for r in self.supervisor.procs.values()  # stopping: wait for them too
+                   if r.state in (STARTING, RUNNING, STOPPING)]
         by_mesh: dict[str, list[int]] = {}
         for record in records:
             by_mesh.setdefault(record.procs, []).append(record.rank)
@@ -335,6 +359,8 @@ class Job:
             pass
         self.runtime.call_soon(self.workers.shutdown)
         time.sleep(0.05)
+        if self.runtime.final_telemetry is not None:
+            self.runtime.final_telemetry()  # the controller's own last records, into the store
         self.exporters.close()
         self.agent.close()
         self.runtime.close()
