@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from typing import Any
 
 
@@ -28,6 +29,10 @@ from ._leader import BATON
 from ._process import ProcessRuntime
 from ._wire import _serial
 from ._wire._messages import ERROR, FAILED, OK, Call
+
+_time_ns = time.time_ns
+RECENT = 64
+"""Messages each actor's flight recorder keeps (the newest handled)."""
 
 STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "stopped"
 _STOP = object()
@@ -78,6 +83,17 @@ class ActorSlot:
         """Set once the actor has stopped or failed."""
         self.break_next = False
         """Run the next message under a remote pdb that stops at its first line."""
+        # What it runs now and what waits (read, not locked, by the shipper on the I/O thread):
+        self.running: dict[int, tuple[Any, ...]] = {}
+        """id(msg) -> (method, start_ns, sender, trace, bytes) of each handler running now."""
+        self.waiting: deque[str] = deque()
+        """Methods of the calls queued behind them, oldest first."""
+        self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
+        """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes), newest last."""
+        self.recorded = 0
+        """Messages ever put in the flight recorder."""
+        self.requested_ns = 0
+        """When the spawn was sent (wall clock of the spawner), for ``actor_spawn_seconds``."""
 
     # -- I/O thread ------------------------------------------------------------------------
     def deliver(self, msg: Call, frames: list[Any]) -> None:
@@ -85,10 +101,12 @@ class ActorSlot:
         if self.state in (FAILED_STATE, STOPPED):
             self.refuse(msg)
             return
+        self.waiting.append(msg.method)
         self._enqueue((msg, frames))
 
     def refuse(self, msg: Call) -> None:
         """Answers a call with this actor's failure (a SupervisionError at the caller)."""
+        _instrument.count_undelivered("actor_" + self.state)
         if msg.port is not None:
             data, _ = _serial.dumps(self.failure or "the actor is not running")
             self.runtime.reply(msg.port, msg.lo, FAILED, [data])
@@ -121,9 +139,12 @@ class ActorSlot:
             self.fail(_aborted(_strip(exc)), exc)
             return
         self.state = RUNNING
+        _instrument.actor_spawned(self)
 
     def prepare(self, msg: Call, frames: list[Any]) -> tuple[Any, tuple, dict, Context] | None:
         """Finds the method and unpickles arguments; answers the caller itself on error."""
+        if self.waiting:
+            self.waiting.popleft()
         if self.state != RUNNING:
             self.refuse(msg)
             return None
@@ -142,6 +163,7 @@ class ActorSlot:
         except Exception as exc:  # noqa: BLE001 - reported to the caller, actor survives
             if msg.port is None:  # a broadcast nobody can tell: report it, keep the actor
                 self.runtime.internal_errors += 1
+                _instrument.count_undelivered("undecodable")
                 print(f"monarch: dropped a message to {self.instance.name}.{msg.method}: "
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 return None
@@ -155,7 +177,9 @@ class ActorSlot:
     def begin(self, msg: Call, frames: list[Any], ctx: Context) -> tuple[Any, Any, float]:
         """Enters the message's context and opens its invocation span."""
         token = enter(ctx)
-        span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
+        nbytes = sum(map(len, frames)) if frames else 0
+        span = _instrument.invocation_span(self, msg, nbytes) if _instrument.ENABLED else None
+        self.running[id(msg)] = (msg.method, _time_ns(), msg.sender, msg.trace, nbytes)
         return token, span, time.perf_counter()
 
     def finish(self, msg: Call, begun: tuple[Any, Any, float], result: Any = None,
@@ -168,9 +192,12 @@ class ActorSlot:
             else:
                 self.answer_error(msg, error)
         finally:
+            outcome = "ok" if error is None else "error"
             if span is not None:
-                _instrument.end_invocation(self, msg, span, started,
-                                           "ok" if error is None else "error")
+                _instrument.end_invocation(self, msg, span, started, outcome)
+            method, start, sender, _, nbytes = self.running.pop(id(msg))
+            self.recent.append((method, sender, start, _time_ns(), outcome, nbytes))
+            self.recorded += 1
             leave(token)
 
     def explicit(self, msg: Call) -> bool:
@@ -198,6 +225,7 @@ class ActorSlot:
         if msg.port is None:
             self.fail(_aborted(exc), exc)
             return
+        _instrument.count_failure("user")
         tb = _format(exc)
         try:
             data, buffers = _serial.dumps((exc, tb))
@@ -210,6 +238,7 @@ class ActorSlot:
         if self.state in (FAILED_STATE, STOPPED):
             return
         self.state = FAILED_STATE
+        _instrument.count_failure("user")
         self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
                         f"  {_indent(reason)}")
         report = {"mesh": self.header.mesh, "mesh_name": self.header.name,

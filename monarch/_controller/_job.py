@@ -33,7 +33,10 @@ from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
+from . import _admin_views as views
+from .._history import enabled as history_enabled
 from ._exporters import start_exporters
+from ._history_writer import Watcher
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
@@ -86,6 +89,8 @@ class Job:
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
         """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
+        self.stall_s = _stall_s()
+        """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
         self.agent = HostAgent(
             on_fork=lambda proc, pid: self.runtime.call_soon(
                 lambda: self.supervisor.proc_forked(proc, pid)),
@@ -101,6 +106,7 @@ class Job:
         self.log_options: dict[str, Any] = {}
         self._preloaded: set[str] = set()
         self._shut = False
+        self._first_ready = False
         self._install()
         set_root(Context(Instance(
             actor_id="root", name="root", class_name="root", rank=Point(0, Extent([], [])),
@@ -116,9 +122,22 @@ class Job:
         self.runtime.start()
         self.exporters = start_exporters(self)
         self.admin = start_admin(self)
+        self.watcher = Watcher(self, self.stall_s, self._topology).start(history_enabled())
         atexit.register(self.shutdown)
 
+    def _topology(self) -> dict[str, Any]:
+        """The admin API's topology (from any thread but the I/O thread)."""
+        return views.topology(self._on_io(views.snapshot)(self).get(timeout=5), self.store)
+
     def _record_failure(self, failure: dict[str, Any]) -> None:
+        infrastructure = "exit_code" in failure or "signal" in failure  # a proc or host ended
+        if infrastructure and self.telemetry_enabled:
+            telemetry.process_recorder().metrics.inc(("job_failures", "infrastructure"))
+        rank = failure.get("rank")
+        self.store.add_event(telemetry.StatusEvent(
+            int(failure["time"] * 1e9), f"{failure.get('mesh', '')}[{rank}]",
+            failure.get("mesh_name", ""), rank, "failed", failure.get("reason", ""),
+            failure.get("proc") or ""))
         self.store.add(telemetry.FailureRecord(
             failure.get("mesh_name", ""), failure.get("rank"), failure.get("class_name") or "",
             failure.get("host") or "", failure.get("pid") or 0, failure.get("exit_code"),
@@ -237,6 +256,10 @@ class Job:
 
     def _proc_started(self, record: ProcRecord) -> None:
         """Once every proc of a remote mesh announced its address, everyone gets the table."""
+        if not self._first_ready and self.telemetry_enabled:
+            self._first_ready = True
+            telemetry.process_recorder().metrics.set(("start_to_first_proc_ready_seconds",),
+                                                     time.time() - self.started)
         pending = self._spawning.get(record.procs)
         if pending is None:
             return
@@ -361,6 +384,7 @@ class Job:
         time.sleep(0.05)
         if self.runtime.final_telemetry is not None:
             self.runtime.final_telemetry()  # the controller's own last records, into the store
+        self.watcher.close()
         self.exporters.close()
         self.agent.close()
         self.runtime.close()
@@ -368,6 +392,17 @@ class Job:
         shutil.rmtree(self.run_dir, ignore_errors=True)
         with _lock:
             _job = None
+
+
+def _stall_s() -> float:
+    """MONARCH_STALL_S, or 10 s."""
+    text = os.environ.get("MONARCH_STALL_S", "").strip()
+    try:
+        return float(text) if text else views.DEFAULT_STALL_S
+    except ValueError:
+        print(f"monarch: MONARCH_STALL_S={text!r} is not a number; using "
+              f"{views.DEFAULT_STALL_S:g} s", file=sys.stderr)
+        return views.DEFAULT_STALL_S
 
 
 def _copy(src: Future[Any], dst: Future[Any]) -> None:
