@@ -257,6 +257,24 @@ def job_info(job: Any, snap: dict[str, Any], address: str) -> dict[str, Any]:
                        "failures": len(snap["failures"])}}
 
 
+def top_line(store: telemetry.Store) -> dict[str, Any]:
+    """The job's headline figures: seconds from start to the first proc ready, actor spawn
+    time (p50 ms), messages undelivered, failures by cause (user: an endpoint raised;
+    infrastructure: a proc died, a host was lost) and handlers stalled now."""
+    points = store.metrics()
+    def total(name: str, **labels: str) -> float:
+        return sum(p.value for p in points if p.name == name
+                   and all(p.labels.get(k) == v for k, v in labels.items()))
+
+    ready = [p.value for p in points if p.name == "start_to_first_proc_ready_seconds"]
+    return {"first_proc_ready_s": round(ready[0], 3) if ready else None,
+            "actor_spawn_p50_ms": p50_ms([p for p in points if p.name == "actor_spawn_seconds"]),
+            "messages_undelivered": int(total("messages_undelivered")),
+            "failures_user": int(total("job_failures", cause="user")),
+            "failures_infrastructure": int(total("job_failures", cause="infrastructure")),
+            "stalled_handlers": int(total("stalled_handlers"))}
+
+
 # -- records ----------------------------------------------------------------------------------
 
 def failure_dict(f: dict[str, Any]) -> dict[str, Any]:
