@@ -116,10 +116,11 @@ class HistoryClient:
 
     def actor(self, mesh: str, rank: int, limit: int = 64) -> dict[str, Any]:
         """One actor as it ended, with its flight recorder and status events."""
-        (a,) = self._rows(f"SELECT * FROM actors WHERE (mesh_id = {_quote(mesh)} OR mesh = "
-                          f"{_quote(mesh)}) AND rank = {int(rank)} LIMIT 1") or [None]
-        if a is None:
+        found = self._rows(f"SELECT * FROM actors WHERE (mesh_id = {_quote(mesh)} OR mesh = "
+                           f"{_quote(mesh)}) AND rank = {int(rank)} LIMIT 1")
+        if not found:
             raise AdminError(f"no actor {mesh}[{rank}] in the history of this job", 404)
+        a = found[0]
         actor = _quote(a["actor"])
         recent = self._rows(f"SELECT * FROM messages WHERE actor = {actor} "
                             f"ORDER BY start_ns DESC LIMIT {int(limit)}")

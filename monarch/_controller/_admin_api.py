@@ -217,10 +217,12 @@ class AdminApi:
         from ..telemetry import _tables as tables
 
         sql = p.text("sql", required=True)
-        sources = {
-            "actors": lambda: tables.actors(views.actor_rows(self.topology(p))),
-            **{name: (lambda n=name: tables.store_tables(self.store, [n])[n])
-               for name in tables.TABLES if name != "actors"}}
+        def one(name: str) -> Any:
+            if name == "actors":
+                return tables.actors(views.actor_rows(self.topology(p)))
+            return tables.store_tables(self.store, [name])[name]
+
+        sources: dict[str, Any] = {name: (lambda n=name: one(n)) for name in tables.TABLES}
         try:
             result = _sql.query(sql, sources, max_rows=p.integer("limit", _sql.MAX_ROWS))
         except _sql.QueryError as exc:
