@@ -145,6 +145,10 @@ def _actor(row: Row, index: Index, rates: Mapping[str, float],
                        root_cause(failure, actor.get("failure")), _report(failure, actor))
 
 
+FLIGHT_SHOWN = 12
+"""Flight-recorder entries the detail pane shows (`monarch inspect` shows all 64)."""
+
+
 def _flight_table(detail: Mapping[str, Any] | None, mesh: Mapping[str, Any],
                   actor: Mapping[str, Any]) -> Any:
     """The flight recorder (the last messages the actor handled, newest first) as a table."""
@@ -153,7 +157,7 @@ def _flight_table(detail: Mapping[str, Any] | None, mesh: Mapping[str, Any],
         return None
     rows = tuple((time.strftime("%H:%M:%S", time.localtime(m["start"])), str(m["method"]),
                   str(m["sender"]), fmt_ms(m["duration_ms"]), str(m["outcome"]),
-                  fmt_bytes(m["bytes"])) for m in detail.get("recent") or [])
+                  fmt_bytes(m["bytes"])) for m in (detail.get("recent") or [])[:FLIGHT_SHOWN])
     return (("start", "method", "sender", "ms", "outcome", "bytes"), rows) if rows else None
 
 

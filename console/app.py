@@ -186,10 +186,9 @@ class MonarchTop(App[None]):
     def _render_detail(self) -> None:
         row = self.mesh_tree.selected
         focus = None
-        if row is not None and row.kind == "actor" and row.ref in model.Index(
-                self.snapshot).actors:
-            mesh, actor = model.Index(self.snapshot).actors[row.ref]
-            focus = (mesh["mesh"], actor["rank"])
+        if row is not None and row.kind == "actor":
+            found = model.Index(self.snapshot).actors.get(row.ref)
+            focus = (found[0]["mesh"], found[1]["rank"]) if found else None
         if focus != self.feed.focus:
             self.feed.focus = focus
             self.feed.poke()
