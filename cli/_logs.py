@@ -10,7 +10,9 @@ import typer
 
 from monarch import telemetry
 
-from ._common import admin_errors, call, client, paint
+from monarch.admin import NoJobError, connect
+
+from ._common import EXIT_NO_JOB, admin_errors, call, fail, note, paint
 
 
 def register(app: typer.Typer) -> None:
@@ -27,9 +29,19 @@ def logs(ctx: typer.Context,
          fold: bool = typer.Option(False, "--fold", help="Fold identical lines of all ranks "
                                    "(`[N similar log lines] [ranks 0-7] text`)."),
          as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+         job: str | None = typer.Option(None, "--job", help="Job id: a running one, or a "
+                                        "finished or crashed one (read from its history)."),
          ) -> None:
     """Prints the recent log lines of the job (or of one mesh / rank); -f follows."""
-    admin = client(ctx)
+    opts = ctx.find_root().obj or {}
+    job = job or opts.get("job")
+    try:
+        admin = connect(opts.get("addr"), opts.get("token"), job)
+    except NoJobError:
+        if follow:
+            fail(f"job {job or ''} is not running: nothing to follow", EXIT_NO_JOB)
+        _print(history_logs(job, mesh, rank, text, limit), as_json, fold)
+        return
     if not follow:
         lines = call(admin.logs, mesh=mesh, rank=rank, text=text, limit=limit)
         _print(lines, as_json, fold)
@@ -44,6 +56,37 @@ def logs(ctx: typer.Context,
             pass
         finally:
             stream.close()
+
+
+def history_logs(job: str | None, mesh: str | None, rank: int | None, text: str | None,
+                 limit: int) -> list[dict[str, Any]]:
+    """The last `limit` log lines of a job that is not running, from its history."""
+    from monarch.admin import open_history
+    from monarch.telemetry._sql import rows
+
+    try:
+        history = open_history(job)
+    except FileNotFoundError:
+        fail(f"no running job {job or ''} and no history of it (`monarch jobs` lists them)",
+             EXIT_NO_JOB)
+    note(f"job {history.job_id} is {history.info['state']}: reading its history")
+    where = ["1 = 1"]
+    if mesh is not None:
+        where.append(f"mesh = {_quote(mesh)}")
+    if rank is not None:
+        where.append(f"rank = {int(rank)}")
+    if text is not None:
+        where.append(f"strpos(text, {_quote(text)}) > 0")
+    found = rows(history.query(f"SELECT * FROM (SELECT * FROM logs WHERE {' AND '.join(where)}"
+                               f" ORDER BY hlc DESC LIMIT {int(limit)}) ORDER BY hlc"))
+    return [{"hlc": r["hlc"], "time": r["time_ns"] / 1e9, "stream": r["stream"],
+             "level": r["level"], "text": r["text"], "mesh": r["mesh"], "rank": r["rank"],
+             "proc": r["proc"], "host": r["host"], "pid": r["pid"],
+             "tags": json.loads(r["tags"] or "{}")} for r in found]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _print(lines: list[dict[str, Any]], as_json: bool, fold: bool) -> None:

@@ -33,23 +33,47 @@ def status(ctx: typer.Context,
 
 def ps(ctx: typer.Context,
        as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per actor)."),
+       stalled: bool = typer.Option(False, "--stalled", help="Only actors with a handler "
+                                    "running past the stall threshold (MONARCH_STALL_S)."),
        ) -> None:
-    """One line per actor: mesh, rank, point, proc, pid, state, counters."""
+    """One line per actor: mesh, rank, point, proc, pid, state, counters, and what it runs
+    now (`in generate for 12.3 s`, amber when stalled)."""
     admin = client(ctx)
     rows = actor_rows(call(admin.topology))
+    if stalled:
+        rows = [r for r in rows if r["stalled"]]
     if as_json:
         emit_json(rows)
         return
-    header = ["MESH", "RANK", "POINT", "PROC", "PID", "STATE", "MSGS", "P50MS", "QUEUE", "LAST"]
+    header = ["MESH", "RANK", "POINT", "PROC", "PID", "STATE", "MSGS", "P50MS", "QUEUE", "LAST",
+              "NOW"]
     table = [[str(r[k] if r[k] is not None else "-") for k in
               ("mesh", "rank", "point", "proc", "pid", "state", "messages", "latency_p50_ms",
-               "queue_depth", "last_method")] for r in rows]
+               "queue_depth", "last_method")] + [_now_text(r)] for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(header)]
     typer.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
-    for row in table:
+    for r, row in zip(rows, table):
         cells = [c.ljust(w) for c, w in zip(row, widths)]
         cells[5] = state(row[5]) + " " * (widths[5] - len(row[5]))
+        if r["stalled"]:
+            cells[10] = paint(row[10], "yellow", bold=True)
         typer.echo("  ".join(cells).rstrip())
+
+
+def _now_text(row: dict[str, Any]) -> str:
+    """`in generate for 12.3 s` (+ more tasks, + what waits), or `-` when idle."""
+    running = row["running"]
+    if not running:
+        return "-"
+    first = running[0]
+    text = f"in {first['method']} for {first['running_s']:.1f} s"
+    if len(running) > 1:
+        text += f" (+{len(running) - 1} more)"
+    if row["stalled"]:
+        text += " stalled"
+    if row["queued_methods"]:
+        text += f"; queued {', '.join(row['queued_methods'][:3])}"
+    return text
 
 
 def actor_rows(topology: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,7 +83,11 @@ def actor_rows(topology: dict[str, Any]) -> list[dict[str, Any]]:
              "rank": a["rank"], "point": _point(a["point"]), "proc": a["proc"],
              "pid": pids.get(a["proc"]), "state": a["state"], "messages": a["messages"],
              "latency_p50_ms": a["latency_p50_ms"], "queue_depth": a["queue_depth"],
-             "last_method": a["last_method"], "failure": a["failure"]}
+             "last_method": a["last_method"], "failure": a["failure"],
+             "actor_id": a.get("actor_id"), "running": a.get("running", []),
+             "running_method": (a.get("running") or [{}])[0].get("method"),
+             "running_s": (a.get("running") or [{}])[0].get("running_s"),
+             "stalled": bool(a.get("stalled")), "queued_methods": a.get("queued_methods", [])}
             for m in topology["meshes"] for a in m["actors"]]
 
 
@@ -103,12 +131,20 @@ def _proc_lines(proc: dict[str, Any], actors: list[tuple[dict, dict]], last: boo
             f"{state(actor['state'])}  msgs {actor['messages']}"
             + (f"  p50 {p50:.3g}ms" if p50 is not None else "")
             + f"  queue {actor['queue_depth']}"
-            + (f"  last {actor['last_method']}" if actor["last_method"] else ""))
+            + (f"  last {actor['last_method']}" if actor["last_method"] else "")
+            + "".join("  " + _running(h) for h in actor.get("running", []))
+            + (f"  queued {', '.join(actor['queued_methods'][:3])}"
+               if actor.get("queued_methods") else ""))
         if actor["failure"]:
             pad = cont + ("   " if j == len(actors) - 1 else "│  ")
             reason = actor["failure"].splitlines()[-1].strip()
             lines.append(f"{pad}{paint('✗ ' + reason, 'red')}")
     return lines
+
+
+def _running(h: dict[str, Any]) -> str:
+    text = f"in {h['method']} for {h['running_s']:.1f} s"
+    return paint(text + " stalled", "yellow", bold=True) if h.get("stalled") else text
 
 
 def _actors_by_proc(topology: dict[str, Any]) -> dict[str, list[tuple[dict, dict]]]:

@@ -34,7 +34,8 @@ def top(
                                   "report as JSON and exit 0 (all pass/slow) or 1."),
     refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between polls."),
 ) -> None:
-    """The console of a running job: topology, logs, spans, transfers; kill, stop, pdb."""
+    """The console of a running job: topology, logs, spans, transfers; kill, stop, pdb.
+    With --job ID of a job that has ended (or crashed): its history, read-only."""
     client = _connect(ctx, addr, token, job)
     if diagnose:
         report = _admin_call(client.diagnose)
@@ -155,6 +156,15 @@ def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str |
         return connect(addr or opts.get("addr"), token or opts.get("token"),
                        job or opts.get("job"))
     except NoJobError as exc:
+        job = job or opts.get("job")
+        if job and not addr:  # an ended job: its history, read-only
+            from monarch._history_client import HistoryClient
+            from monarch.admin import open_history
+
+            try:
+                return HistoryClient(open_history(job))
+            except FileNotFoundError:
+                pass
         typer.echo(f"monarch: error: {exc}", err=True)
         raise typer.Exit(EXIT_NO_JOB) from None
 

@@ -37,7 +37,7 @@ def describe(row: Row | None, snapshot: Snapshot,
         return _procs(row, index)
     if row.kind == "mesh":
         return _mesh(row, index, rates)
-    return _actor(row, index, rates)
+    return _actor(row, index, rates, snapshot.actor)
 
 
 def _job(snapshot: Snapshot, index: Index) -> Description:
@@ -110,7 +110,8 @@ def _mesh(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
                        _report(first, failed[0]) if failed else None)
 
 
-def _actor(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
+def _actor(row: Row, index: Index, rates: Mapping[str, float],
+           detail: Mapping[str, Any] | None = None) -> Description:
     mesh, actor = index.actors[row.ref]
     proc = index.procs.get(actor.get("proc", ""), {})
     fields = [("actor", row.label), ("class", str(mesh.get("class_name"))),
@@ -124,15 +125,40 @@ def _actor(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
               ("queue depth", str(actor.get("queue_depth", 0))),
               ("latency p50", fmt_ms(actor.get("latency_p50_ms"))),
               ("last method", str(actor.get("last_method") or "-"))]
+    for handler in actor.get("running") or []:
+        fields.append(("now", f"in {handler['method']} for {handler['running_s']:.1f} s"
+                              + (" STALLED (p: py-spy stack)" if handler.get("stalled") else "")
+                              + f" · caller {handler.get('caller')}"
+                              + (f" · trace {str(handler['trace_id'])[:16]}"
+                                 if handler.get("trace_id") else "")))
+    if actor.get("queued_methods"):
+        fields.append(("queued", ", ".join(actor["queued_methods"])))
+    table = _flight_table(detail, mesh, actor)
     session = index.sessions.get(row.key)
     if session:
         fields.append(("pdb", f"paused in {session.get('function')} line "
                               f"{session.get('lineno')} (press a to attach)"))
     if actor.get("state") != FAILED:
-        return Description(row.label, row.state, tuple(fields))
+        return Description(row.label, row.state, tuple(fields), table)
     failure = index.failure(mesh["mesh"], actor["rank"])
-    return Description(row.label, row.state, tuple(fields), None,
+    return Description(row.label, row.state, tuple(fields), table,
                        root_cause(failure, actor.get("failure")), _report(failure, actor))
+
+
+FLIGHT_SHOWN = 12
+"""Flight-recorder entries the detail pane shows (`monarch inspect` shows all 64)."""
+
+
+def _flight_table(detail: Mapping[str, Any] | None, mesh: Mapping[str, Any],
+                  actor: Mapping[str, Any]) -> Any:
+    """The flight recorder (the last messages the actor handled, newest first) as a table."""
+    if not detail or detail.get("mesh_id") != mesh.get("mesh") \
+            or detail.get("rank") != actor.get("rank"):
+        return None
+    rows = tuple((time.strftime("%H:%M:%S", time.localtime(m["start"])), str(m["method"]),
+                  str(m["sender"]), fmt_ms(m["duration_ms"]), str(m["outcome"]),
+                  fmt_bytes(m["bytes"])) for m in (detail.get("recent") or [])[:FLIGHT_SHOWN])
+    return (("start", "method", "sender", "ms", "outcome", "bytes"), rows) if rows else None
 
 
 def _report(failure: Mapping[str, Any] | None, actor: Mapping[str, Any]) -> str:

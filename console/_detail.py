@@ -43,6 +43,10 @@ def render(d: Description) -> RenderableType:
         style = state_style(value) if key in ("state", "health") else ""
         fields.add_row(key, Text(value, style=style))
     parts.append(fields)
+    if d.report:  # before the table: the flight recorder must not push it out of sight
+        parts.append(Text(""))
+        parts.append(Text("failure report", style="bold red"))
+        parts.append(Text(d.report, style="red"))
     if d.table is not None:
         headers, rows = d.table
         table = Table(*headers, box=None, header_style="bold", pad_edge=False, expand=False)
@@ -50,8 +54,4 @@ def render(d: Description) -> RenderableType:
             table.add_row(*(Text(cell, style=state_style(cell)) for cell in row))
         parts.append(Text(""))
         parts.append(table)
-    if d.report:
-        parts.append(Text(""))
-        parts.append(Text("failure report", style="bold red"))
-        parts.append(Text(d.report, style="red"))
     return Group(*parts)

@@ -82,6 +82,8 @@ class Feed:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.focus: tuple[str, int] | None = None
+        """(mesh id, rank) of the actor whose detail each poll also fetches (set by the app)."""
         self._stats = {"polls": 0, "poll_errors": 0, "last_poll_ms": 0.0, "logs_received": 0,
                        "logs_dropped": 0, "log_errors": 0}
 
@@ -139,9 +141,15 @@ class Feed:
                 errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 if name == "job":
                     break  # the controller is gone or unreachable: do not wait on the rest
+        focus, detail = self.focus, None
+        if focus is not None and "job" in parts and hasattr(self.client, "actor"):
+            try:
+                detail = self.client.actor(*focus, 32)
+            except Exception:  # noqa: BLE001 - the actor may be gone; the tree says so
+                detail = None
         snap = Snapshot(parts.get("job"), parts.get("topology"), parts.get("sessions") or [],
                         parts.get("spans") or [], parts.get("transfers"),
-                        "; ".join(errors) or None, time.monotonic())
+                        "; ".join(errors) or None, time.monotonic(), detail)
         with self._lock:
             self._stats["polls"] += 1
             self._stats["poll_errors"] += bool(errors)

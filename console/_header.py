@@ -12,6 +12,24 @@ from ._format import fmt_duration
 from ._styles import state_style
 
 
+def top_line(top: dict[str, Any]) -> Text:
+    """The headline figures: start to first proc ready, spawn p50, undelivered messages,
+    failures by cause, stalled handlers (the ones that are not zero stand out)."""
+    out = Text()
+    if top.get("first_proc_ready_s") is not None:
+        out.append(f" • ready {top['first_proc_ready_s']:.2f}s", style="dim")
+    if top.get("actor_spawn_p50_ms") is not None:
+        out.append(f" spawn p50 {top['actor_spawn_p50_ms']:.0f}ms", style="dim")
+    if top.get("messages_undelivered"):
+        out.append(f" • {top['messages_undelivered']} undelivered", style="yellow")
+    user, infra = top.get("failures_user") or 0, top.get("failures_infrastructure") or 0
+    if user or infra:
+        out.append(f" • failures {user} user {infra} infra", style="bold red")
+    if top.get("stalled_handlers"):
+        out.append(f" • ◷ {top['stalled_handlers']} stalled", style="bold #ffaf00")
+    return out
+
+
 class JobHeader(Static):
     """Two lines of job status."""
 
@@ -33,7 +51,15 @@ class JobHeader(Static):
             line.append(f" {failures} failure{'s' if failures > 1 else ''}", style="bold red")
         if paused:
             line.append(f" • ⏸ {paused} paused in pdb", style="bold magenta")
+        line.append_text(top_line(job.get("top") or {}))
         line.append(f" • ⟳ {refresh_s:g}s {fps:4.1f} fps", style="dim")
-        second = (Text(f"ERROR: {error}", style="bold red") if error
-                  else Text(crumb, style="dim"))
+        state = job.get("state", "running")
+        if state != "running":
+            banner = Text(f" {state.upper()} — read-only: the history of an ended job ",
+                          style="bold white on red" if state in ("crashed", "failed")
+                          else "bold black on #ffaf00")
+            second = banner + Text(" " + crumb, style="dim")
+        else:
+            second = (Text(f"ERROR: {error}", style="bold red") if error
+                      else Text(crumb, style="dim"))
         self.update(Text("\n").join([line, second]))

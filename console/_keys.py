@@ -40,6 +40,7 @@ KEYS: tuple[Key, ...] = (
     Key("C", "continue_all", "continue every paused actor", "debug"),
     Key("p", "stack", "py-spy stack of the selected proc", "inspect", "py-spy"),
     Key("d", "diagnose", "diagnostics: ping every proc", "inspect", "diag"),
+    Key("Q", "query", "query the telemetry with SQL (DataFusion)", "inspect", "sql"),
     Key("r", "refresh", "refresh now", "inspect"),
     Key("question_mark", "help", "this help", "app", "help"),
     Key("q,ctrl+c", "quit", "quit", "app", "quit"),

@@ -17,10 +17,12 @@ from monarch import telemetry
 RUNNING, FAILED, STOPPED = "running", "failed", "stopped"
 STOPPING, STARTING = "stopping", "starting"
 PAUSED = "paused"
+STALLED = "stalled"
+"""An actor with a handler running past the stall threshold (MONARCH_STALL_S)."""
 DEGRADED = "degraded"
 """An aggregate row (job, host, proc mesh, mesh) with failed and live children."""
 """An actor with an open debugger session (it sits in pdb)."""
-_PRECEDENCE = (FAILED, DEGRADED, PAUSED, STARTING, STOPPING, RUNNING, STOPPED)
+_PRECEDENCE = (FAILED, DEGRADED, PAUSED, STALLED, STARTING, STOPPING, RUNNING, STOPPED)
 """Which state an aggregate row shows: the first one any child has."""
 
 
@@ -37,6 +39,8 @@ class Snapshot:
     transfers: dict[str, Any] | None = None
     error: str | None = None
     taken_at: float = 0.0
+    actor: dict[str, Any] | None = None
+    """The focused actor's detail (`AdminClient.actor`: flight recorder, events), if any."""
 
 
 class Index:
@@ -80,6 +84,8 @@ class Index:
         key = actor_key(mesh["mesh"], actor["rank"])
         if key in self.sessions and actor.get("state") not in (FAILED, STOPPED):
             return PAUSED
+        if actor.get("stalled") and actor.get("state") == RUNNING:
+            return STALLED
         return str(actor.get("state") or STARTING)
 
 
@@ -214,6 +220,8 @@ class _TreeBuilder:
         elif state == PAUSED:
             info = self.index.sessions[key]
             note = f"pdb at {info.get('function')}:{info.get('lineno')}"
+        elif actor.get("running"):
+            note = running_note(actor)
         row = Row(key, "actor", 4, f"{mesh['name']}[{actor['rank']}]", state, key,
                   rate=self.rates.get(key), queue=actor.get("queue_depth"),
                   p50_ms=actor.get("latency_p50_ms"), last_method=actor.get("last_method"),
@@ -223,6 +231,14 @@ class _TreeBuilder:
         return row
 
 
+def running_note(actor: Mapping[str, Any]) -> str:
+    """`in generate for 12.3 s` (the oldest handler running now; + how many more)."""
+    running = actor.get("running") or []
+    first = running[0]
+    more = f" +{len(running) - 1}" if len(running) > 1 else ""
+    return f"in {first['method']} for {first['running_s']:.1f} s{more}"
+
+
 def _procs_note(procs: list[dict[str, Any]]) -> str:
     live = sum(p.get("state") in (RUNNING, STARTING, STOPPING) for p in procs)
     return f"{live}/{len(procs)} procs live"
@@ -230,7 +246,7 @@ def _procs_note(procs: list[dict[str, Any]]) -> str:
 
 def _worst(states: Iterable[str]) -> str:
     present = set(states)
-    if FAILED in present and present & {RUNNING, PAUSED, STARTING, STOPPING, DEGRADED}:
+    if FAILED in present and present & {RUNNING, PAUSED, STALLED, STARTING, STOPPING, DEGRADED}:
         return DEGRADED
     return next((s for s in _PRECEDENCE if s in present), RUNNING)
 

@@ -117,7 +117,8 @@ def _cells(row: Row) -> tuple[Text, ...]:
     name.append(row.label, style="bold red" if row.state == "failed" else
                 ("bold" if row.kind != "actor" else ""))
     state = Text(f"{STATE_GLYPHS.get(row.state, '?')} {row.state}", style=style)
-    note_style = "red" if row.state == "failed" else ("magenta" if row.state == "paused" else "dim")
+    note_style = {"failed": "red", "paused": "magenta", "stalled": "bold #ffaf00"}.get(
+        row.state, "dim")
     return (name, state, Text(fmt_rate(row.rate), justify="right"),
             Text("-" if row.queue is None else str(row.queue), justify="right"),
             Text(fmt_ms(row.p50_ms), justify="right"), Text(row.note, style=note_style),

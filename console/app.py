@@ -35,6 +35,7 @@ from ._feed import Client, Feed
 from ._header import JobHeader
 from ._help import HelpScreen
 from ._logs import LogPane
+from ._query_pane import QueryPane
 from ._search_input import SearchInput
 from ._slice_input import SliceInput
 from ._spans import SpanPane
@@ -183,8 +184,15 @@ class MonarchTop(App[None]):
         self._render_detail()
 
     def _render_detail(self) -> None:
-        self.detail_pane.show(describe(self.mesh_tree.selected, self.snapshot,
-                                       self.rates.rates))
+        row = self.mesh_tree.selected
+        focus = None
+        if row is not None and row.kind == "actor":
+            found = model.Index(self.snapshot).actors.get(row.ref)
+            focus = (found[0]["mesh"], found[1]["rank"]) if found else None
+        if focus != self.feed.focus:
+            self.feed.focus = focus
+            self.feed.poke()
+        self.detail_pane.show(describe(row, self.snapshot, self.rates.rates))
 
     def _render_logs(self, force: bool = False) -> bool:
         flt = self._log_filter()
@@ -421,6 +429,13 @@ class MonarchTop(App[None]):
 
     def action_diagnose(self) -> None:
         self.push_screen(DiagnosticsOverlay(self.client.diagnose))  # type: ignore
+
+    def action_query(self) -> None:
+        run = getattr(self.client, "query", None)
+        if run is None:
+            self.notify("this client cannot run SQL", severity="warning")
+            return
+        self.push_screen(QueryPane(run))
 
     def action_refresh(self) -> None:
         self.feed.poke()

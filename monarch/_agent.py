@@ -12,6 +12,7 @@ from typing import Any
 
 import msgpack
 
+from . import telemetry
 from ._hosting import FAILED_STATE, STOPPED, AsyncSlot, SpawnHeader, SyncSlot
 from ._process import ProcessRuntime
 from ._wire import _serial
@@ -35,6 +36,7 @@ def spawn_handler(runtime: ProcessRuntime, proc_mesh: Any) -> Any:
         view = runtime.view(msg.view)
         cls = AsyncSlot if header.is_async else SyncSlot
         slot = cls(runtime, header, view, msg.lo, frames[1:], proc_mesh)
+        slot.requested_ns = telemetry.hlc_wall_ns(msg.hlc)
         slot.start()
         runtime.add_actor(header.mesh, slot)
         runtime.notify(header.controller, "actor_started", {

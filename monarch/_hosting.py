@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from typing import Any
 
 
@@ -28,6 +29,10 @@ from ._leader import BATON
 from ._process import ProcessRuntime
 from ._wire import _serial
 from ._wire._messages import ERROR, FAILED, OK, Call
+
+_time_ns = time.time_ns
+RECENT = 64
+"""Messages each actor's flight recorder keeps (the newest handled)."""
 
 STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "stopped"
 _STOP = object()
@@ -91,6 +96,17 @@ class ActorSlot:
         self._inflight: list[Call] = []
         """Calls being handled now; a failure of the actor answers them at once."""
         self._lock = threading.Lock()  # guards state changes to failed/stopped and _inflight
+        # What it runs now and what waits (read, not locked, by the shipper on the I/O thread):
+        self.running: dict[int, tuple[Any, ...]] = {}
+        """id(msg) -> (method, start_ns, sender, trace, bytes) of each handler running now."""
+        self.waiting: deque[str] = deque()
+        """Methods of the calls queued behind them, oldest first."""
+        self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
+        """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes), newest last."""
+        self.recorded = 0
+        """Messages ever put in the flight recorder."""
+        self.requested_ns = 0
+        """When the spawn was sent (wall clock of the spawner), for ``actor_spawn_seconds``."""
 
     # -- I/O thread ------------------------------------------------------------------------
     def deliver(self, msg: Call, frames: list[Any]) -> None:
@@ -98,10 +114,12 @@ class ActorSlot:
         if self.state in (FAILED_STATE, STOPPED):
             self.refuse(msg)
             return
+        self.waiting.append(msg.method)
         self._enqueue((msg, frames))
 
     def refuse(self, msg: Call) -> None:
         """Answers a call with this actor's failure (a SupervisionError at the caller)."""
+        _instrument.count_undelivered("actor_" + self.state)
         if msg.port is not None:
             data, _ = _serial.dumps(self.failure or "the actor is not running")
             self.runtime.reply(msg.port, msg.lo, FAILED, [data])
@@ -146,9 +164,12 @@ class ActorSlot:
         with self._lock:
             if self.state == STARTING:
                 self.state = RUNNING
+        _instrument.actor_spawned(self)
 
     def prepare(self, msg: Call, frames: list[Any]) -> tuple[Any, tuple, dict, Context] | None:
         """Finds the method and unpickles arguments; answers the caller itself on error."""
+        if self.waiting:
+            self.waiting.popleft()
         if self.state != RUNNING:
             self.refuse(msg)
             return None
@@ -167,6 +188,7 @@ class ActorSlot:
         except Exception as exc:  # noqa: BLE001 - reported to the caller, actor survives
             if msg.port is None:  # a broadcast nobody can tell: report it, keep the actor
                 self.runtime.internal_errors += 1
+                _instrument.count_undelivered("undecodable")
                 print(f"monarch: dropped a message to {self.instance.name}.{msg.method}: "
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 return None
@@ -180,7 +202,9 @@ class ActorSlot:
     def begin(self, msg: Call, frames: list[Any], ctx: Context) -> tuple[Any, Any, float]:
         """Enters the message's context and opens its invocation span."""
         token = enter(ctx)
-        span = _instrument.invocation_span(self, msg, frames) if _instrument.ENABLED else None
+        nbytes = sum(map(len, frames)) if frames else 0
+        span = _instrument.invocation_span(self, msg, nbytes) if _instrument.ENABLED else None
+        self.running[id(msg)] = (msg.method, _time_ns(), msg.sender, msg.trace, nbytes)
         self._inflight.append(msg)
         return token, span, time.perf_counter()
 
@@ -212,9 +236,12 @@ class ActorSlot:
                 self.fail(_aborted(error), error)
                 self.refuse(msg)
         finally:
+            outcome = "ok" if error is None else "error"
             if span is not None:
-                _instrument.end_invocation(self, msg, span, started,
-                                           "ok" if error is None else "error")
+                _instrument.end_invocation(self, msg, span, started, outcome)
+            method, start, sender, _, nbytes = self.running.pop(id(msg))
+            self.recent.append((method, sender, start, _time_ns(), outcome, nbytes))
+            self.recorded += 1
             leave(token)
 
     def explicit(self, msg: Call) -> bool:
@@ -241,6 +268,7 @@ class ActorSlot:
         self.handled += 1
         if msg.port is None:
             return
+        _instrument.count_failure("user")
         tb = _format(exc)
         try:
             data, buffers = _serial.dumps((exc, tb))
@@ -259,6 +287,7 @@ class ActorSlot:
                             f"  {_indent(reason)}")
             inflight, self._inflight = self._inflight, []
         self._control.clear()
+        _instrument.count_failure("user")
         report = {"mesh": self.header.mesh, "mesh_name": self.header.name,
                   "rank": self.rank.rank, "base_rank": self.base_rank,
                   "class_name": self.header.class_name, "owner": self.header.owner,

@@ -11,10 +11,12 @@ actor's invocation span. Both are site spans (a few tuples per call, see
 from __future__ import annotations
 
 import os
+import sys
+import time
 from typing import Any, Callable
 
 from . import telemetry
-from ._wire._messages import Telemetry
+from ._wire._messages import Notice, Telemetry
 from ._wire._transport import PeerGone
 
 SHIP_S = 0.1
@@ -53,7 +55,7 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     if capture:
         telemetry.install_capture()
     recorder = telemetry.process_recorder()
-    sample = queue_sampler(runtime) if enabled else (lambda: None)
+    sample = actor_sampler(runtime, recorder, queue_depth=enabled)
 
     def ship() -> None:
         sample()
@@ -73,21 +75,99 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
 
     runtime.call_later(SHIP_S, ship)
     runtime.flush_telemetry = ship
+    if enabled:
+        runtime.on_undelivered = lambda reason, n: telemetry.process_recorder().metrics.inc(
+            ("messages_undelivered", reason), n)
+    runtime.final_telemetry = lambda: _final_flush(runtime, recorder, sample, ship_to, ingest)
 
 
-def queue_sampler(runtime: Any) -> Callable[[], None]:
-    """Sets ``queue_depth{actor}`` of each actor of the process when it changed (sampled with
-    each shipment, off the message path)."""
-    last: dict[str, int] = {}
+FINAL_NOTICE = "telemetry_final"
+"""The notice a stopping proc sends after its last `Telemetry` (same link, so it arrives after)."""
+
+
+def _final_flush(runtime: Any, recorder: Any, sample: Callable[[], None], ship_to: str | None,
+                 ingest: Callable[[Any], object] | None) -> None:
+    """Ships everything recorded so far (from any thread but the loop's: it may block), then,
+    in a proc, tells the controller that was the last of it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # a line still in a buffer reaches the capture now
+        except (OSError, ValueError):
+            pass
+    sample()
+    while True:
+        if ingest is not None:
+            wire = recorder.drain()
+            if wire is None:
+                return
+            ingest(wire)
+            continue
+        batch = recorder.drain_bytes()
+        if ship_to is None or ship_to in runtime.dead:
+            return
+        try:
+            if not batch:
+                runtime.outbox.send(ship_to, Notice(FINAL_NOTICE, {"proc": runtime.identity.name}))
+                return
+            runtime.outbox.send(ship_to, Telemetry(runtime.identity.name, batch))
+        except PeerGone:
+            return
+
+
+def actor_sampler(runtime: Any, recorder: Any, queue_depth: bool = True) -> Callable[[], None]:
+    """Samples each actor of the process with each shipment (off the message path): its
+    status (handlers running now, messages waiting) when it changed, the messages its flight
+    recorder took since the last sample, and ``queue_depth{actor}`` when it changed."""
+    last_depth: dict[str, int] = {}
+    last_status: dict[str, tuple[Any, ...]] = {}
+    shipped: dict[str, int] = {}
 
     def sample() -> None:
+        source = runtime.identity.name
         for slot in list(runtime.actors.values()):
-            actor, depth = slot.instance.actor_id, slot.queue_depth()
-            if last.get(actor) != depth:
-                last[actor] = depth
-                telemetry.set_queue_depth(actor, depth)
+            actor = slot.instance.actor_id
+            if queue_depth:
+                depth = slot.queue_depth()
+                if last_depth.get(actor) != depth:
+                    last_depth[actor] = depth
+                    telemetry.set_queue_depth(actor, depth)
+            status = actor_status(slot, source)
+            key = (status.state, status.running, status.queued, status.queued_methods)
+            if last_status.get(actor) != key:
+                last_status[actor] = key
+                recorder.add_actor_status(status)
+            new = slot.recorded - shipped.get(actor, 0)
+            if new > 0:
+                shipped[actor] = slot.recorded
+                recorder.add_messages(flight_records(slot, source, new))
 
     return sample
+
+
+def actor_status(slot: Any, source: str) -> telemetry.ActorStatus:
+    """What `slot` runs now and what waits behind it (read without a lock: a copy made in C)."""
+    running = sorted(list(slot.running.values()), key=lambda r: r[1])
+    waiting = list(slot.waiting)
+    header = slot.header
+    return telemetry.ActorStatus(
+        slot.instance.actor_id, header.mesh, header.name, slot.rank.rank, header.class_name,
+        slot.state, tuple(telemetry.RunningHandler(
+            method, start, str(sender), trace[0].hex() if trace and trace[0] else None, nbytes)
+            for method, start, sender, trace, nbytes in running),
+        len(waiting), tuple(waiting[:QUEUED_SHOWN]), time.time_ns(), source)
+
+
+QUEUED_SHOWN = 16
+"""Methods of waiting messages an actor status names (the count covers them all)."""
+
+
+def flight_records(slot: Any, source: str, newest: int) -> list[telemetry.MessageRecord]:
+    """The last `newest` entries of the actor's flight recorder (at most all it keeps)."""
+    recent = list(slot.recent)[-newest:]
+    actor, name, rank = slot.instance.actor_id, slot.header.name, slot.rank.rank
+    return [telemetry.MessageRecord(actor, name, rank, method, str(sender), start, end, outcome,
+                                    nbytes, source)
+            for method, sender, start, end, outcome, nbytes in recent]
 
 
 def call_span(mesh_name: str, method: str, mode: str) -> Any:
@@ -103,17 +183,38 @@ def end_call_span(span: Any, future: Any) -> Callable[[], None]:
     return end
 
 
-def invocation_span(slot: Any, msg: Any, frames: list[Any]) -> Any:
-    """The actor's span of one invocation, child of the caller's span; current while it runs."""
+def invocation_span(slot: Any, msg: Any, nbytes: int) -> Any:
+    """The actor's span of one invocation (``nbytes`` in), child of the caller's span; current
+    while it runs."""
     header = slot.header
     site = telemetry.invocation_site(header.name, header.class_name, slot.rank.rank, msg.method)
-    return telemetry.begin_invocation(site, msg.trace, sum(map(len, frames)) if frames else 0)
+    return telemetry.begin_invocation(site, msg.trace, nbytes)
 
 
 def end_invocation(slot: Any, msg: Any, span: Any, started: float, outcome: str) -> None:
     """Ends an invocation span; that counts the message, its latency and its bytes received
     (``messages_handled``, ``handler_latency_seconds``, ``message_bytes``)."""
     telemetry.end_invocation(span, outcome)
+
+
+def count_undelivered(reason: str) -> None:
+    """Counts a message that never reached a handler (``messages_undelivered{reason}``)."""
+    if ENABLED:
+        telemetry.process_recorder().metrics.inc(("messages_undelivered", reason))
+
+
+def count_failure(cause: str) -> None:
+    """Counts a failure by cause: ``user`` (an endpoint raised) or ``infrastructure``."""
+    if ENABLED:
+        telemetry.process_recorder().metrics.inc(("job_failures", cause))
+
+
+def actor_spawned(slot: Any) -> None:
+    """Observes ``actor_spawn_seconds{mesh}``: from the spawn request to the end of __init__."""
+    if ENABLED and slot.requested_ns:
+        seconds = max(time.time_ns() - slot.requested_ns, 0) / 1e9
+        telemetry.process_recorder().metrics.observe(
+            ("actor_spawn_seconds", slot.header.name), seconds)
 
 
 def tag_actor(slot: Any) -> None:

@@ -84,7 +84,8 @@ def _stop_proc_handler(runtime: ProcessRuntime) -> Any:
 
 
 def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
-    """Stops every actor (their `__cleanup__` runs), answers, and ends the loop."""
+    """Stops every actor (their `__cleanup__` runs), ships the last telemetry, answers, and
+    ends the loop."""
     slots = list(runtime.actors.values())
 
     def stop_all() -> None:
@@ -92,6 +93,8 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
             slot.request_stop("the proc was stopped")
         for slot in slots:
             slot.done.wait(timeout=10)
+        if runtime.final_telemetry is not None:  # before the answer: nothing recorded is lost
+            runtime.final_telemetry()
         if port is not None:
             runtime.reply(port, index, OK)
         runtime.call_soon(runtime.close)

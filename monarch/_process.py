@@ -77,6 +77,10 @@ class ProcessRuntime:
         self.internal_errors = 0
         """Exceptions raised by loop callbacks (reported on stderr, never fatal)."""
         self.flush_telemetry: Callable[[], None] | None = None
+        self.on_undelivered: Callable[[str, int], None] | None = None
+        """Counts calls lost with a dead process (set by the telemetry seam)."""
+        self.final_telemetry: Callable[[], None] | None = None
+        """Ships every record left and says it was the last (not on the loop thread)."""
         self.extra_fds: dict[int, Callable[[], None]] = {}
         """File descriptors the loop also polls (e.g. a lifeline), with their handlers."""
 
@@ -207,9 +211,13 @@ class ProcessRuntime:
         if address in self.dead:
             return
         self.dead[address] = reason
+        lost = 0
         for port, sink in list(self.ports.items()):
             if address in sink.addresses and sink.fail(address, reason, failure):
                 self.ports.pop(port, None)
+                lost += 1
+        if lost and self.on_undelivered is not None:
+            self.on_undelivered("proc_died", lost)
         self.reorder.release_gaps()
         self.outbox.forget(address)
 

@@ -1,7 +1,8 @@
 """The per-user run directory: where each running job keeps its private files.
 
-`<root>/<job id>/` holds a job's sockets and its admin discovery file (`admin.json`). The root
-is `$MONARCH_RUN_DIR` or `/tmp/monarch-<uid>`, mode 0700, owned by the user.
+`<root>/<job id>/` holds a job's sockets and its admin discovery file (`admin.json`); it goes
+at the job's end. `<root>/history/` holds job histories, which stay (see `monarch._history`).
+The root is `$MONARCH_RUN_DIR` or `/tmp/monarch-<uid>`, mode 0700, owned by the user.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def sweep_dead(root: Path) -> list[Path]:
 
     removed = []
     for run_dir in root.iterdir():
-        if not run_dir.is_dir() or run_dir.is_symlink():
+        if not run_dir.is_dir() or run_dir.is_symlink() or run_dir.name == HISTORY:
             continue
         try:
             owner = (run_dir / OWNER).read_text().split()
@@ -61,6 +62,15 @@ def sweep_dead(root: Path) -> list[Path]:
             shutil.rmtree(run_dir, ignore_errors=True)
             removed.append(run_dir)
     return removed
+
+
+HISTORY = "history"
+"""The run root's folder of job histories (`monarch._history`): not a job's run directory."""
+
+
+def start_time(pid: int) -> str:
+    """The process's start time (clock ticks since boot): with the pid, it names one process."""
+    return _start_time(pid)
 
 
 def _start_time(pid: int) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from ._history import History, job_rows, open_history
 from ._rundir import DISCOVERY, run_root_path
 from ._selection import SelectionError, parse_selection, select_ranks
 
@@ -30,11 +31,14 @@ __all__ = [
     "AdminClient",
     "AdminError",
     "AuthError",
+    "History",
     "NoJobError",
     "SelectionError",
     "Stream",
     "connect",
     "discover",
+    "job_rows",
+    "open_history",
     "parse_selection",
     "select_ranks",
 ]
@@ -280,6 +284,23 @@ class AdminClient:
         """The store's counters (held, ingested, evicted, subscribers...)."""
         return self._get("/v1/stats")
 
+    def query(self, sql: str, limit: int | None = None) -> Any:
+        """Runs SQL (Apache DataFusion) over the job's telemetry tables (``actors``,
+        ``actor_status_events``, ``messages``, ``spans``, ``logs``, ``metrics``,
+        ``transfers``, ``failures``; columns in docs/QUERY.md) and returns a pyarrow Table.
+        A statement the engine refuses raises AdminError (status 400) with its message."""
+        import pyarrow as pa
+
+        payload = self._request("POST", "/v1/query", body={"sql": sql, "limit": limit},
+                                timeout=120)[1]
+        return pa.ipc.open_stream(payload).read_all()
+
+    def actor(self, mesh: str, rank: int, limit: int = 64) -> dict[str, Any]:
+        """One actor: state, counters, what it runs now (``running``: method, running_s,
+        caller, trace_id, stalled), what waits (``queued_methods``), its flight recorder
+        (``recent``: the last messages it handled, newest first) and its status events."""
+        return self._get("/v1/actor", mesh=mesh, rank=rank, limit=limit)
+
     # -- actions ---------------------------------------------------------------------------
     def kill(self, mesh: str, selection: str = "", sig: str = "KILL") -> dict[str, Any]:
         """Signals (SIGKILL by default) the processes of the selected ranks of `mesh` (a mesh
@@ -357,6 +378,8 @@ class AdminClient:
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None,
                  timeout: float | None = None) -> tuple[int, bytes]:
+        if body is not None:
+            body = {k: v for k, v in body.items() if v is not None}
         data = json.dumps(body).encode() if body is not None else None
         conn = self._connection(timeout)
         try:

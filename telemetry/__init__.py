@@ -47,7 +47,17 @@ from ._recorder import (
     process_recorder,
     set_process_recorder,
 )
-from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
+from ._records import (
+    ActorStatus,
+    FailureRecord,
+    LogRecord,
+    MessageRecord,
+    MetricPoint,
+    RunningHandler,
+    SpanRecord,
+    StatusEvent,
+    TransferRecord,
+)
 from ._sites import SpanSite, call_site, invocation_site
 from ._spans import (
     SiteSpan,
@@ -61,6 +71,7 @@ from ._store import Store, StoreStatistics
 from ._subscribe import Subscription
 
 __all__ = [
+    "ActorStatus",
     "BATCH_VERSION",
     "Batch",
     "BatchError",
@@ -71,12 +82,14 @@ __all__ = [
     "HybridClock",
     "LogRecord",
     "LoggingCapture",
+    "MessageRecord",
     "MetricPoint",
     "MetricsServer",
     "OtlpConfig",
     "OtlpExporter",
     "Rate",
     "Recorder",
+    "RunningHandler",
     "RecorderStatistics",
     "SiteSpan",
     "Span",
@@ -85,6 +98,7 @@ __all__ = [
     "SpanSite",
     "Store",
     "StoreCollector",
+    "StatusEvent",
     "StoreStatistics",
     "StreamTee",
     "Subscription",

@@ -42,6 +42,18 @@ BUILTIN = (
     MetricSpec("transfer_bytes", "counter", ("kind",), "Data-plane bytes transferred"),
     MetricSpec("transfers", "counter", ("kind",), "Data-plane transfers"),
     MetricSpec("telemetry_dropped", "counter", ("kind",), "Telemetry records dropped"),
+    MetricSpec("stalled_handlers", "gauge", (),
+               "Handlers running longer than the stall threshold (MONARCH_STALL_S)"),
+    MetricSpec("start_to_first_proc_ready_seconds", "gauge", (),
+               "Seconds from the job's start to its first proc ready"),
+    MetricSpec("actor_spawn_seconds", "histogram", ("mesh",),
+               "Seconds from an actor's spawn request to the end of its __init__",
+               LATENCY_BOUNDS),
+    MetricSpec("messages_undelivered", "counter", ("reason",),
+               "Messages that never reached a handler (refused, dropped, lost with a proc)"),
+    MetricSpec("job_failures", "counter", ("cause",),
+               "Failures by cause: user (an endpoint raised) or infrastructure (a proc died, "
+               "a host was lost)"),
 )
 
 

@@ -6,7 +6,11 @@
 ``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` (used as given), ``OTEL_EXPORTER_OTLP_HEADERS`` (plus the
 ``_TRACES_``/``_LOGS_`` variants), ``OTEL_EXPORTER_OTLP_TIMEOUT`` (ms), ``OTEL_EXPORTER_OTLP_
 COMPRESSION`` (``gzip``/``none``), ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES`` and
-``OTEL_SDK_DISABLED``. A failed POST is counted and its batch dropped; nothing is raised into the job.
+``OTEL_SDK_DISABLED``. A POST refused for a passing reason (connection refused or reset, a
+timeout, HTTP 429/502/503/504) is retried with exponential backoff and jitter, honouring
+``Retry-After``, as OpenTelemetry's own OTLP exporters do, for up to ``retry_s`` seconds (and no
+later than the deadline of `OtlpExporter.stop`); a batch still refused then, or refused for
+good (another 4xx/5xx), is counted and dropped. Nothing is raised into the job.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import random
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -29,6 +35,16 @@ if TYPE_CHECKING:
     from ._subscribe import Subscription
 
 DEFAULT_ENDPOINT = "http://localhost:4318"
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+"""HTTP answers after which OTLP exporters try again (the OTLP/HTTP specification's list)."""
+
+
+def _seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` given in seconds (an HTTP date is ignored)."""
+    try:
+        return max(float(value), 0.0) if value else None
+    except ValueError:
+        return None
 
 
 def parse_pairs(text: str) -> dict[str, str]:
@@ -87,6 +103,7 @@ class ExporterStatistics:
     records_failed: int
     records_dropped: int
     last_error: str | None
+    retries: int = 0
 
 
 class OtlpExporter:
@@ -101,14 +118,18 @@ class OtlpExporter:
     """
 
     def __init__(self, store: Store, config: OtlpConfig | None = None, *, max_batch: int = 512,
-                 interval_s: float = 1.0, queue_size: int = 50_000) -> None:
+                 interval_s: float = 1.0, queue_size: int = 50_000, retry_s: float = 60.0,
+                 backoff_s: float = 0.5) -> None:
         self._store = store
         self.config = config
         self._max_batch, self._interval_s, self._queue_size = max_batch, interval_s, queue_size
+        self._retry_s, self._backoff_s = retry_s, backoff_s
+        self._deadline: float | None = None  # set by stop(): retries end by then
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._counts = {"spans": 0, "logs": 0, "posts_failed": 0, "records_failed": 0}
+        self._counts = {"spans": 0, "logs": 0, "posts_failed": 0, "records_failed": 0,
+                        "retries": 0}
         self._last_error: str | None = None
 
     def start(self) -> OtlpExporter:
@@ -122,7 +143,9 @@ class OtlpExporter:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Sends what is queued, then stops the thread."""
+        """Sends what is queued (retrying a collector that is briefly away for at most
+        ``timeout`` s), then stops the thread."""
+        self._deadline = time.monotonic() + timeout
         self._stopping.set()
         if self._subscription is not None:
             self._subscription.close()
@@ -153,7 +176,7 @@ class OtlpExporter:
         dropped = self._subscription.dropped if self._subscription is not None else 0
         c = self._counts
         return ExporterStatistics(c["spans"], c["logs"], c["posts_failed"], c["records_failed"],
-                                  dropped, self._last_error)
+                                  dropped, self._last_error, c["retries"])
 
     def _config(self) -> OtlpConfig:
         if self.config is None:
@@ -198,14 +221,37 @@ class OtlpExporter:
         if config.gzip:
             body = gzip.compress(body)
             all_headers["Content-Encoding"] = "gzip"
-        request = urllib.request.Request(url, body, all_headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=config.timeout_s) as response:
-                response.read()
-            return True
-        except Exception as exc:  # URLError, HTTPError, timeouts, refused connections...
-            self._fail(n, exc)
-            return False
+        give_up = time.monotonic() + self._retry_s
+        for attempt in range(1_000_000):
+            request = urllib.request.Request(url, body, all_headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=config.timeout_s) as response:
+                    response.read()
+                return True
+            except Exception as exc:  # URLError, HTTPError, timeouts, refused connections...
+                delay = self._retry_delay(exc, attempt, give_up)
+                if delay is None:
+                    self._fail(n, exc)
+                    return False
+                self._last_error = f"{type(exc).__name__}: {exc} (retrying)"
+                self._counts["retries"] += 1
+                time.sleep(delay)
+        return False
+
+    def _retry_delay(self, exc: Exception, attempt: int, give_up: float) -> float | None:
+        """Seconds to wait before the next try, or None: a lasting refusal, or no time left."""
+        retry_after = None
+        if isinstance(exc, urllib.error.HTTPError):
+            if exc.code not in RETRYABLE_STATUS:
+                return None
+            retry_after = _seconds(exc.headers.get("Retry-After") if exc.headers else None)
+        elif not isinstance(exc, (urllib.error.URLError, OSError, TimeoutError)):
+            return None
+        delay = self._backoff_s * (2 ** min(attempt, 6)) * random.uniform(0.8, 1.2)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        end = give_up if self._deadline is None else min(give_up, self._deadline)
+        return delay if time.monotonic() + delay < end else None
 
     def _fail(self, n: int, exc: Exception) -> None:
         self._counts["posts_failed"] += 1

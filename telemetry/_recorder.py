@@ -16,7 +16,7 @@ from typing import Any
 
 from ._batch import BATCH_VERSION, encode_batch
 from ._metrics import MetricsTable
-from ._records import FailureRecord, MetricPoint, TransferRecord
+from ._records import ActorStatus, FailureRecord, MessageRecord, MetricPoint, TransferRecord
 from ._sites import count_dropped_invocation, drain_site_spans
 
 KINDS = ("span", "log", "transfer", "failure")
@@ -52,6 +52,9 @@ class Recorder:
         self._drop_lock = threading.Lock()
         self._dropped = dict.fromkeys(KINDS, 0)  # guarded by _drop_lock
         self._drain_lock = threading.Lock()  # one drainer at a time (the shipper, a flush)
+        self._statuses: dict[str, list[Any]] = {}  # actor -> newest status wire; _drain_lock
+        self._messages: deque[list[Any]] = deque()  # flight recorder entries to ship
+        self._max_messages = max_logs
         self._collectors: list[Callable[[], list[MetricPoint]]] = []
         self.metrics = MetricsTable()
         self.resource: dict[str, Any] = {"pid": os.getpid()}
@@ -102,6 +105,19 @@ class Recorder:
         """Buffers a failure record."""
         self._add("failure", record)
 
+    def add_actor_status(self, status: ActorStatus) -> None:
+        """Buffers an actor's status (a newer one of the same actor replaces it)."""
+        with self._drain_lock:
+            self._statuses[status.actor] = status.to_wire()
+
+    def add_messages(self, messages: list[MessageRecord]) -> None:
+        """Buffers handled messages (flight recorder entries); what does not fit is dropped."""
+        room = self._max_messages - len(self._messages)
+        self._messages.extend(m.to_wire() for m in messages[:max(room, 0)])
+        if len(messages) > room:
+            for _ in range(len(messages) - max(room, 0)):
+                self.count_dropped("message")
+
     def add_collector(self, collect: Callable[[], list[MetricPoint]]) -> None:
         """Registers a function whose metric points are added to every drained batch."""
         self._collectors.append(collect)
@@ -118,7 +134,8 @@ class Recorder:
 
     def pending(self) -> int:
         """Returns how many records wait to be drained."""
-        return sum(len(q) for q in self._queues.values()) + len(self._site_spans)
+        return (sum(len(q) for q in self._queues.values()) + len(self._site_spans)
+                + len(self._statuses) + len(self._messages))
 
     def drain(self, max_items: int = 4096) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
@@ -136,10 +153,13 @@ class Recorder:
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
             metrics = [p.to_wire() for p in self._collect_metrics(source)]
-        if not (spans or site_spans or logs or transfers or failures or metrics):
+            statuses, self._statuses = list(self._statuses.values()), {}
+            messages = _take(self._messages, max_items)
+        if not (spans or site_spans or logs or transfers or failures or metrics or statuses
+                or messages):
             return None
         return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
-                site_spans]
+                site_spans, statuses, messages]
 
     def drain_bytes(self, max_items: int = 4096) -> bytes | None:
         """Like `drain`, encoded with msgpack."""
@@ -153,6 +173,8 @@ class Recorder:
         for queue in self._queues.values():
             queue.clear()
         self._site_spans.clear()
+        self._statuses.clear()
+        self._messages.clear()
         self._dropped = dict.fromkeys(KINDS, 0)
         self.metrics.reset()
         self.resource = {**self.resource, "pid": os.getpid()}

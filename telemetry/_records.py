@@ -233,6 +233,161 @@ class FailureRecord:
         return cls(*wire[:11])
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunningHandler:
+    """A handler an actor is running now (one per task for an async actor).
+
+    Attributes:
+        method: the endpoint.
+        start_ns: when it began (wall clock at the actor).
+        sender: the caller (``root``, or the calling actor's ``<mesh>[<rank>]``).
+        trace_id: the call's trace (hex), if it had one.
+        nbytes: bytes of the message.
+    """
+
+    method: str
+    start_ns: int
+    sender: str
+    trace_id: str | None = None
+    nbytes: int = 0
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 5)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> RunningHandler:
+        """Rebuilds a record from `to_wire` output."""
+        method, start, sender, trace, nbytes = wire[:5]
+        return cls(str(method), int(start), str(sender), None if trace is None else str(trace),
+                   int(nbytes or 0))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActorStatus:
+    """What one actor does now, as its process last reported (only when it changed).
+
+    Attributes:
+        actor: the actor id, ``<mesh id>[<rank>]``.
+        mesh: the actor mesh id.
+        mesh_name: the mesh's name.
+        rank: the actor's rank in its mesh.
+        actor_class: its class name.
+        state: starting, running, failed or stopped (as the actor's process sees it).
+        running: the handlers running now (oldest first).
+        queued: messages waiting behind them.
+        queued_methods: the methods of the first waiting messages, oldest first.
+        time_ns: when this was sampled.
+        source: the process that reported it.
+    """
+
+    actor: str
+    mesh: str
+    mesh_name: str
+    rank: int
+    actor_class: str
+    state: str
+    running: tuple[RunningHandler, ...] = ()
+    queued: int = 0
+    queued_methods: tuple[str, ...] = ()
+    time_ns: int = 0
+    source: str = ""
+
+    KIND: ClassVar[str] = "actor_status"
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        wire = _wire_of(self, 11)
+        wire[6] = [h.to_wire() for h in self.running]
+        wire[8] = list(self.queued_methods)
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> ActorStatus:
+        """Rebuilds a record from `to_wire` output."""
+        actor, mesh, name, rank, cls_name, state, running, queued, methods, t, source = wire[:11]
+        return cls(str(actor), str(mesh), str(name), int(rank), str(cls_name), str(state),
+                   tuple(RunningHandler.from_wire(h) for h in running), int(queued),
+                   tuple(str(m) for m in methods), int(t), str(source))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One message an actor handled: an entry of its flight recorder.
+
+    Attributes:
+        actor: the actor id, ``<mesh id>[<rank>]``.
+        mesh_name: the mesh's name.
+        rank: the actor's rank.
+        method: the endpoint.
+        sender: the caller (``root`` or ``<mesh>[<rank>]``).
+        start_ns: when the handler began.
+        end_ns: when it ended.
+        outcome: ``ok`` or ``error``.
+        nbytes: bytes of the message.
+        source: the process it ran in.
+    """
+
+    actor: str
+    mesh_name: str
+    rank: int
+    method: str
+    sender: str
+    start_ns: int
+    end_ns: int
+    outcome: str
+    nbytes: int = 0
+    source: str = ""
+
+    KIND: ClassVar[str] = "message"
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 10)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> MessageRecord:
+        """Rebuilds a record from `to_wire` output."""
+        actor, name, rank, method, sender, start, end, outcome, nbytes, source = wire[:10]
+        return cls(str(actor), str(name), int(rank), str(method), str(sender), int(start),
+                   int(end), str(outcome), int(nbytes or 0), str(source))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StatusEvent:
+    """A change in an actor's life, as the controller saw it.
+
+    Attributes:
+        time_ns: when it was seen.
+        actor: the actor id, ``<mesh id>[<rank>]`` (a proc's name for a proc-wide failure).
+        mesh_name: the mesh's name.
+        rank: the actor's rank (None for a whole proc).
+        event: ``running``, ``failed``, ``stopped``, ``stalled`` (a handler ran past the
+            stall threshold) or ``resumed`` (that handler ended).
+        detail: the method that stalled or resumed, or the failure's reason.
+        source: the process the actor ran in.
+    """
+
+    time_ns: int
+    actor: str
+    mesh_name: str
+    rank: int | None
+    event: str
+    detail: str = ""
+    source: str = ""
+
+    KIND: ClassVar[str] = "status_event"
+
+    def to_wire(self) -> list[Any]:
+        """Returns the msgpack-friendly list form."""
+        return _wire_of(self, 7)
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> StatusEvent:
+        """Rebuilds a record from `to_wire` output."""
+        return cls(*wire[:7])
+
+
 Record = SpanRecord | LogRecord | MetricPoint | TransferRecord | FailureRecord
 RECORD_TYPES: dict[str, Any] = {
     cls.KIND: cls for cls in (SpanRecord, LogRecord, MetricPoint, TransferRecord, FailureRecord)

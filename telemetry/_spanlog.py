@@ -75,6 +75,8 @@ class SpanLog:
         self._max = max_spans
         self._chunks: deque[_Chunk] = deque()
         self._held = 0  # spans in the chunks from their start on
+        self.last_added: list[Any] = []
+        """The chunk objects the last `add` appended."""
 
     def __len__(self) -> int:
         return self._held
@@ -82,12 +84,19 @@ class SpanLog:
     def add(self, records: list[SpanRecord], columns: SiteSpanColumns | None) -> int:
         """Appends records, then site spans (the log owns them from now on); returns how many
         old spans were evicted to make room."""
+        self.last_added = []
         for spans in (_Records(records) if records else None, columns):
             if spans is not None and len(spans):
                 self._chunks.append(_Chunk(spans))
                 self._held += len(spans)
+                self.last_added.append(spans)
         excess = self._held - self._max
         return self._evict(excess) if excess > 0 else 0
+
+    def chunks(self) -> list[tuple[Any, int]]:
+        """(spans, first held position) of every chunk, oldest first; a chunk's spans are
+        `SiteSpanColumns` or `_Records` (with ``.spans``)."""
+        return [(chunk.spans, chunk.start) for chunk in self._chunks]
 
     def trace(self, trace_id: bytes) -> list[Found]:
         """Returns the spans of one trace, in arrival order (see `records`)."""

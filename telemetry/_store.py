@@ -23,7 +23,19 @@ from typing import Any
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._columns import SiteSpanColumns, read_site_spans
-from ._records import FailureRecord, LogRecord, MetricPoint, Record, SpanRecord, TransferRecord
+from ._actors import ActorBook, read_entries
+from ._journal import Journal
+from ._records import (
+    ActorStatus,
+    FailureRecord,
+    LogRecord,
+    MessageRecord,
+    MetricPoint,
+    Record,
+    SpanRecord,
+    StatusEvent,
+    TransferRecord,
+)
 from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
@@ -55,7 +67,8 @@ class Store:
 
     def __init__(self, *, max_spans: int = 100_000, max_logs: int = 200_000,
                  max_transfers: int = 50_000, max_failures: int = 10_000,
-                 max_series: int = 50_000) -> None:
+                 max_series: int = 50_000, max_messages: int = 100_000,
+                 max_events: int = 50_000) -> None:
         self._lock = threading.RLock()
         self._max_logs, self._max_series = max_logs, max_series
         self._log_keys: list[_LogKey] = []  # sorted; parallel to _logs
@@ -64,6 +77,9 @@ class Store:
         self._metrics: dict[tuple[Any, ...], MetricPoint] = {}
         self._transfers: deque[TransferRecord] = deque(maxlen=max_transfers)
         self._failures: deque[FailureRecord] = deque(maxlen=max_failures)
+        self.actors = ActorBook(max_messages, max_events)
+        """Actor statuses, flight-recorder entries and status events (under `_lock`)."""
+        self._journals: dict[str, Journal] | None = None  # see `follow`
         self._resources: dict[str, dict[str, Any]] = {}
         self._topology: Any = None
         self._subscriptions: list[Subscription] = []
@@ -80,6 +96,7 @@ class Store:
         Returns:
             How many records it added, or None when it was not a batch (counted in
             `statistics`, never raised). Entries that cannot be read are skipped and counted.
+            Actor statuses and flight-recorder entries are kept too (not counted here).
         """
         if isinstance(batch, Batch):
             records = batch.records()
@@ -96,6 +113,8 @@ class Store:
         columns, bad = decode_columns(wire)
         records = [record for column in columns for record in column]
         self._ingest(resource, records, site_spans, invalid + bad)
+        if len(wire) > 9:
+            self._ingest_actors(source_of(resource), wire[9], wire[10] if len(wire) > 10 else [])
         return len(records) + (0 if site_spans is None else len(site_spans))
 
     def _ingest(self, resource: dict[str, Any], records: list[Any],
@@ -104,6 +123,24 @@ class Store:
             self._invalid += invalid
             self._resources[source_of(resource)] = resource
             self._add_all(records, resource.get("pid"), site_spans)
+
+    def _ingest_actors(self, source: str, statuses: Any, messages: Any) -> None:
+        read, bad = read_entries(ActorStatus, statuses, source)
+        handled, bad_messages = read_entries(MessageRecord, messages, source)
+        with self._lock:
+            self._invalid += bad + bad_messages
+            self.actors.ingest(read, handled)
+
+    def add_event(self, event: StatusEvent) -> None:
+        """Records a change in an actor's life seen by the controller (a failure, say)."""
+        with self._lock:
+            self.actors.event(event)
+
+    def check_stalls(self, threshold_s: float, now_ns: int | None = None) -> int:
+        """Notes handlers running longer than ``threshold_s`` as stalled (a ``stalled`` event
+        the first time); returns how many are stalled now."""
+        with self._lock:
+            return self.actors.check_stalls(threshold_s, now_ns)
 
     def add(self, record: Record) -> None:
         """Adds one record made in the controller (a failure it detected, its own logs...)."""
@@ -194,6 +231,52 @@ class Store:
         with self._lock:
             return [f for f in self._failures if mesh is None or f.mesh == mesh]
 
+    def actor_statuses(self) -> dict[str, ActorStatus]:
+        """Returns the newest status of every actor that reported one, by actor id."""
+        with self._lock:
+            return dict(self.actors.statuses)
+
+    def messages(self, actor: str | None = None, limit: int = 100_000) -> list[MessageRecord]:
+        """Returns handled messages (flight-recorder entries), oldest first: the newest
+        ``limit`` (of one actor, if given)."""
+        with self._lock:
+            found = list(self.actors.messages)
+        if actor is not None:
+            found = [m for m in found if m.actor == actor]
+        return found[-limit:] if limit else []
+
+    def status_events(self) -> list[StatusEvent]:
+        """Returns the actors' status events, oldest first."""
+        with self._lock:
+            return list(self.actors.events)
+
+    def span_chunks(self) -> list[tuple[Any, int]]:
+        """Returns the held spans as (chunk, first held position) pairs, oldest first: see
+        `monarch.telemetry._tables` (a chunk is never changed once added)."""
+        with self._lock:
+            return self._spans.chunks()
+
+    def all_logs(self) -> list[LogRecord]:
+        """Returns every held log record in HLC order."""
+        with self._lock:
+            return list(self._logs)
+
+    def follow(self, maxlen: int = 200_000) -> None:
+        """Starts keeping, from now on, what is added in arrival order for `since` (the
+        controller's Parquet writer calls it once)."""
+        with self._lock:
+            if self._journals is None:
+                self._journals = {kind: Journal(maxlen) for kind in JOURNALED}
+                self.actors.journals = self._journals
+
+    def since(self, kind: str, cursor: int) -> tuple[list[Any], int, int]:
+        """What was added of ``kind`` (one of `JOURNALED`) after ``cursor``, the new cursor
+        and how many were lost to the bound (see `follow`; span items are chunks)."""
+        with self._lock:
+            if self._journals is None:
+                raise RuntimeError("Store.since needs Store.follow() first")
+            return self._journals[kind].since(cursor)
+
     def resources(self) -> dict[str, dict[str, Any]]:
         """Returns each process's resource tags by process name, dead ones included."""
         with self._lock:
@@ -249,6 +332,13 @@ class Store:
                 getattr(self, "_add_" + kind)(record, pid)
         self._ingested["span"] += 0 if site_spans is None else len(site_spans)
         self._evicted["span"] += self._spans.add(spans, site_spans)
+        if self._journals is not None:
+            journals = self._journals
+            journals["span"].extend(self._spans.last_added)
+            for kind in ("log", "transfer", "failure"):
+                kept = [r for r in records if r.KIND == kind]
+                if kept:
+                    journals[kind].extend(kept)
         if self._subscriptions:
             self._offer(records, site_spans)
 
@@ -288,6 +378,10 @@ class Store:
         if len(self._failures) == self._failures.maxlen:
             self._evicted["failure"] += 1
         self._failures.append(record)
+
+
+JOURNALED = ("span", "log", "transfer", "failure", "message", "status_event")
+"""Kinds `Store.since` follows."""
 
 
 def _int(value: Any) -> int:

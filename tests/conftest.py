@@ -14,6 +14,11 @@ from typing import Any
 
 import pytest
 
+# Jobs keep their history (Parquet telemetry) in `<run root>/history` after they end: that is
+# files left behind. The session's own job and the jobs tests start inherit this off; the tests
+# of histories turn it on for jobs in a run directory of their own (tmp_path).
+os.environ.setdefault("MONARCH_HISTORY", "0")
+
 
 def under_ci() -> bool:
     """True when `CI` is set to a true value (`.ci/run` sets it)."""

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .._rundir import DISCOVERY
 from ._admin_actions import ActionError, BadRequest
-from ._admin_api import AdminApi, Params, Stream, Text
+from ._admin_api import AdminApi, Binary, Params, Stream, Text
 
 MAX_BODY = 1 << 20
 """Largest request body accepted (bytes)."""
@@ -229,6 +229,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(result)
         elif isinstance(result, Text):
             self._send(200, result.body.encode(), result.content_type)
+        elif isinstance(result, Binary):
+            self._send(200, result.body, result.content_type)
         else:
             self._json(200, result)
 

@@ -39,6 +39,14 @@ class Stream:
 
 
 @dataclasses.dataclass(frozen=True)
+class Binary:
+    """A binary answer (an Arrow IPC stream of query results)."""
+
+    body: bytes
+    content_type: str = "application/vnd.apache.arrow.stream"
+
+
+@dataclasses.dataclass(frozen=True)
 class Text:
     """A plain-text answer."""
 
@@ -79,6 +87,16 @@ class Params:
             raise BadRequest(f"parameter {name!r} must be a number, got {value!r}") from None
 
 
+def arrow_ipc(table: Any) -> bytes:
+    """A pyarrow Table as Arrow IPC stream bytes."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 class AdminApi:
     """The routes of one job's admin API."""
 
@@ -101,6 +119,9 @@ class AdminApi:
             ("GET", "/v1/subscribe"): self.subscribe,
             ("GET", "/v1/trace"): self.trace,
             ("GET", "/v1/stats"): self.stats,
+            ("GET", "/v1/query"): self.query,
+            ("POST", "/v1/query"): self.query,
+            ("GET", "/v1/actor"): self.actor,
             ("POST", "/v1/kill"): self.kill,
             ("POST", "/v1/stop"): self.stop,
             ("POST", "/v1/stack"): self.stack,
@@ -121,7 +142,8 @@ class AdminApi:
         return {"routes": [f"{method} {path}" for method, path in sorted(self.routes)]}
 
     def job_info(self, p: Params) -> dict[str, Any]:
-        return views.job_info(self.job, self.snapshot(), self._address())
+        return {**views.job_info(self.job, self.snapshot(), self._address()),
+                "top": views.top_line(self.store), "state": "running"}
 
     def topology(self, p: Params) -> dict[str, Any]:
         return views.topology(self.snapshot(), self.store)
@@ -188,6 +210,44 @@ class AdminApi:
 
     def stats(self, p: Params) -> dict[str, Any]:
         return {"store": dataclasses.asdict(self.store.statistics()), "time": time.time()}
+
+    def query(self, p: Params) -> Any:
+        """SQL over the telemetry tables: an Arrow IPC stream, or JSON rows (format=json)."""
+        from ..telemetry import _sql
+        from ..telemetry import _tables as tables
+
+        sql = p.text("sql", required=True)
+        def one(name: str) -> Any:
+            if name == "actors":
+                return tables.actors(views.actor_rows(self.topology(p)))
+            return tables.store_tables(self.store, [name])[name]
+
+        sources: dict[str, Any] = {name: (lambda n=name: one(n)) for name in tables.TABLES}
+        try:
+            result = _sql.query(sql, sources, max_rows=p.integer("limit", _sql.MAX_ROWS))
+        except _sql.QueryError as exc:
+            raise BadRequest(str(exc)) from None
+        if p.text("format") == "json":
+            return _sql.rows(result)
+        return Binary(arrow_ipc(result))
+
+    def actor(self, p: Params) -> dict[str, Any]:
+        """One actor: its topology entry, its flight recorder (the last messages it handled)
+        and its status events."""
+        mesh, rank = p.text("mesh", required=True), p.integer("rank", required=True)
+        topo = self.topology(p)
+        found = [(m, a) for m in topo["meshes"] if mesh in (m["mesh"], m["name"])
+                 for a in m["actors"] if a["rank"] == rank]
+        if not found:
+            raise NotFound(f"no actor {mesh}[{rank}] in this job; `monarch ps` lists them")
+        m, a = found[-1]
+        limit = p.integer("limit", 64)
+        recent = self.store.messages(actor=a["actor_id"], limit=limit)
+        events = [e for e in self.store.status_events() if e.actor == a["actor_id"]]
+        return {"mesh": m["name"], "mesh_id": m["mesh"], "class_name": m["class_name"],
+                **a, "stall_s": topo.get("stall_s"),
+                "recent": [views.message_dict(r) for r in reversed(recent)],
+                "events": [views.event_dict(e) for e in events]}
 
     def _mesh_name(self, mesh: str | None) -> str | None:
         """Telemetry tags meshes by name: a mesh id given by the caller becomes its name."""

@@ -16,6 +16,8 @@ from ._supervisor import FAILED, RUNNING, STARTING, STOPPED, STOPPING
 
 CONTROLLER = "controller"
 """The proc name of the controller process (it hosts actors too: `this_proc()`)."""
+DEFAULT_STALL_S = 10.0
+"""A handler running longer than this (seconds; `MONARCH_STALL_S`) is stalled."""
 
 
 def snapshot(job: Any) -> dict[str, Any]:
@@ -27,6 +29,7 @@ def snapshot(job: Any) -> dict[str, Any]:
         "failures": [dict(f) for f in sup.failures],
         "proc_extents": {k: (list(v[0]), list(v[1]))
                          for k, v in getattr(job, "proc_extents", {}).items()},
+        "stall_s": getattr(job, "stall_s", DEFAULT_STALL_S),
         "controller": {"proc": CONTROLLER, "procs": "ctl", "rank": 0, "pid": os.getpid(),
                        "state": RUNNING, "address": job.runtime.address, "host": job.hostname,
                        "host_id": "local", "status": None, "started": job.started,
@@ -58,9 +61,41 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
             if proc == CONTROLLER:
                 snap["controller"]["meshes"].append(mesh["mesh"])
     proc_states = {p["proc"]: p["state"] for p in procs}
+    live = Live(store.actor_statuses(), float(snap.get("stall_s", DEFAULT_STALL_S)))
     return {"hosts": _hosts(procs, index, snap["proc_extents"]),
-            "meshes": [_mesh(m, index, snap["failures"], proc_states) for m in snap["meshes"]],
-            "failures": [failure_dict(f) for f in snap["failures"]]}
+            "meshes": [_mesh(m, index, snap["failures"], proc_states, live)
+                       for m in snap["meshes"]],
+            "failures": [failure_dict(f) for f in snap["failures"]],
+            "stall_s": live.stall_s}
+
+
+class Live:
+    """What each actor runs now (its newest reported status) and the stall threshold."""
+
+    def __init__(self, statuses: dict[str, telemetry.ActorStatus], stall_s: float,
+                 now_ns: int | None = None) -> None:
+        self.statuses, self.stall_s = statuses, stall_s
+        self.now_ns = time.time_ns() if now_ns is None else now_ns
+
+    def actor(self, actor_id: str, state: str) -> dict[str, Any]:
+        """running (each handler: method, since, running_s, caller, trace_id, stalled),
+        queued_methods and stalled of one actor."""
+        status = self.statuses.get(actor_id)
+        if status is None:
+            return {"running": [], "queued_methods": [], "stalled": False}
+        live = state not in (FAILED, STOPPED)
+        running = [handler_dict(h, self.now_ns, self.stall_s) for h in status.running] \
+            if live else []
+        return {"running": running, "queued_methods": list(status.queued_methods),
+                "stalled": any(h["stalled"] for h in running)}
+
+
+def handler_dict(h: telemetry.RunningHandler, now_ns: int, stall_s: float) -> dict[str, Any]:
+    """A running handler: method, since (epoch s), running_s, caller, trace_id, stalled."""
+    running_s = round(max(now_ns - h.start_ns, 0) / 1e9, 3)
+    return {"method": h.method, "since": h.start_ns / 1e9, "running_s": running_s,
+            "caller": h.sender, "trace_id": h.trace_id, "bytes": h.nbytes,
+            "stalled": running_s >= stall_s}
 
 
 def _hosts(procs: list[dict[str, Any]], index: MetricIndex,
@@ -93,11 +128,11 @@ def _point(rank: int, extent: Any) -> dict[str, int]:
 
 
 def _mesh(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, Any]],
-          proc_states: dict[str, str]) -> dict[str, Any]:
+          proc_states: dict[str, str], live: Live) -> dict[str, Any]:
     labels, sizes = mesh["extent"]
     last_failure = {f["rank"]: f for f in failures if f.get("mesh") == mesh["mesh"]}
     actors = [_actor(mesh, rank, index, last_failure.get(rank),
-                     proc_states.get(mesh["ranks"][rank]))
+                     proc_states.get(mesh["ranks"][rank]), live)
               for rank in sorted(mesh["ranks"])]
     return {"mesh": mesh["mesh"], "name": mesh["name"], "class_name": mesh["class_name"],
             "owner_id": mesh["owner_id"], "procs": mesh["procs"],
@@ -105,15 +140,43 @@ def _mesh(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, Any
 
 
 def _actor(mesh: dict[str, Any], rank: int, index: MetricIndex,
-           failure: dict[str, Any] | None, proc_state: str | None) -> dict[str, Any]:
+           failure: dict[str, Any] | None, proc_state: str | None,
+           live: Live) -> dict[str, Any]:
     proc, name = mesh["ranks"][rank], mesh["name"]
-    stats = index.actor(proc, name, f"{mesh['mesh']}[{rank}]")
+    actor_id = f"{mesh['mesh']}[{rank}]"
+    stats = index.actor(proc, name, actor_id)
     state = mesh["states"].get(rank, STARTING)
     if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
         state = proc_state  # the actor's process is ending or gone
-    return {"rank": rank, "proc": proc, "state": state,
+    return {"rank": rank, "proc": proc, "state": state, "actor_id": actor_id,
             "label": mesh["labels"].get(rank, ""), "point": mesh["coords"].get(rank, {}),
-            **stats, "failure": failure.get("report") if failure else None}
+            **stats, **live.actor(actor_id, state),
+            "failure": failure.get("report") if failure else None}
+
+
+def actor_rows(topo: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``actors`` SQL table's rows (see `monarch.telemetry._tables`) of a topology."""
+    procs = {p["proc"]: p for h in topo["hosts"] for p in h["procs"]}
+    now = time.time_ns()
+    rows = []
+    for mesh in topo["meshes"]:
+        for a in mesh["actors"]:
+            proc = procs.get(a["proc"], {})
+            first = a["running"][0] if a["running"] else {}
+            rows.append({
+                "actor": a["actor_id"], "mesh": mesh["name"],
+                "mesh_id": mesh["mesh"], "rank": a["rank"],
+                "point": ",".join(f"{k}={v}" for k, v in a["point"].items()),
+                "actor_class": mesh["class_name"], "proc": a["proc"], "host": proc.get("host"),
+                "pid": proc.get("pid"), "state": a["state"], "messages": a["messages"],
+                "queue_depth": a["queue_depth"], "latency_p50_ms": a["latency_p50_ms"],
+                "last_method": a["last_method"], "running_method": first.get("method"),
+                "running_since_ns": int(first["since"] * 1e9) if first else None,
+                "running_s": first.get("running_s"), "caller": first.get("caller"),
+                "trace_id": first.get("trace_id"), "running": len(a["running"]),
+                "queued": a["queue_depth"], "queued_methods": ",".join(a["queued_methods"]),
+                "stalled": a["stalled"], "failure": a["failure"], "updated_ns": now})
+    return rows
 
 
 class MetricIndex:
@@ -194,6 +257,24 @@ def job_info(job: Any, snap: dict[str, Any], address: str) -> dict[str, Any]:
                        "failures": len(snap["failures"])}}
 
 
+def top_line(store: telemetry.Store) -> dict[str, Any]:
+    """The job's headline figures: seconds from start to the first proc ready, actor spawn
+    time (p50 ms), messages undelivered, failures by cause (user: an endpoint raised;
+    infrastructure: a proc died, a host was lost) and handlers stalled now."""
+    points = store.metrics()
+    def total(name: str, **labels: str) -> float:
+        return sum(p.value for p in points if p.name == name
+                   and all(p.labels.get(k) == v for k, v in labels.items()))
+
+    ready = [p.value for p in points if p.name == "start_to_first_proc_ready_seconds"]
+    return {"first_proc_ready_s": round(ready[0], 3) if ready else None,
+            "actor_spawn_p50_ms": p50_ms([p for p in points if p.name == "actor_spawn_seconds"]),
+            "messages_undelivered": int(total("messages_undelivered")),
+            "failures_user": int(total("job_failures", cause="user")),
+            "failures_infrastructure": int(total("job_failures", cause="infrastructure")),
+            "stalled_handlers": int(total("stalled_handlers"))}
+
+
 # -- records ----------------------------------------------------------------------------------
 
 def failure_dict(f: dict[str, Any]) -> dict[str, Any]:
@@ -224,6 +305,19 @@ def span_dict(s: telemetry.SpanRecord) -> dict[str, Any]:
             "end_ns": s.end_ns, "duration_ms": round(s.duration_ns / 1e6, 3),
             "attributes": _jsonable(s.attributes), "outcome": s.outcome, "source": s.source,
             "mesh": s.attributes.get("mesh"), "rank": s.attributes.get("rank")}
+
+
+def message_dict(m: telemetry.MessageRecord) -> dict[str, Any]:
+    """A handled message (flight recorder): method, sender, start, duration_ms, outcome."""
+    return {"method": m.method, "sender": m.sender, "start": m.start_ns / 1e9,
+            "duration_ms": round((m.end_ns - m.start_ns) / 1e6, 3), "outcome": m.outcome,
+            "bytes": m.nbytes, "actor": m.actor, "proc": m.source}
+
+
+def event_dict(e: telemetry.StatusEvent) -> dict[str, Any]:
+    """A status event: time, actor, mesh, rank, event, detail, proc."""
+    return {"time": e.time_ns / 1e9, "actor": e.actor, "mesh": e.mesh_name, "rank": e.rank,
+            "event": e.event, "detail": e.detail, "proc": e.source}
 
 
 def metric_dict(p: telemetry.MetricPoint) -> dict[str, Any]:

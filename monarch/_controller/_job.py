@@ -33,11 +33,16 @@ from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
+from . import _admin_views as views
+from .._history import enabled as history_enabled
 from ._exporters import start_exporters
+from ._history_writer import Watcher
 from ._remote import Workers
-from ._supervisor import RUNNING, STARTING, ProcRecord, Supervisor
+from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
 LOCAL_HOST = "local"
+FINAL_TELEMETRY_S = 1.0
+"""How long a stop waits, after a proc exited, for a last telemetry that has not come."""
 
 _job: "Job | None" = None
 _lock = threading.Lock()
@@ -84,6 +89,8 @@ class Job:
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
         """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
+        self.stall_s = _stall_s()
+        """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
         self.agent = HostAgent(
             on_fork=lambda proc, pid: self.runtime.call_soon(
                 lambda: self.supervisor.proc_forked(proc, pid)),
@@ -99,20 +106,38 @@ class Job:
         self.log_options: dict[str, Any] = {}
         self._preloaded: set[str] = set()
         self._shut = False
+        self._first_ready = False
         self._install()
         set_root(Context(Instance(
             actor_id="root", name="root", class_name="root", rank=Point(0, Extent([], [])),
             proc_id="controller", creator=None, sender="root",
             proc_mesh=lambda: self.proc_mesh)))
         self.runtime.kind_handlers[Telemetry] = lambda msg, frames: self.store.ingest(msg.batch)
+        self._final_telemetry: set[str] = set()
+        """Procs whose last telemetry arrived (I/O thread)."""
+        self.runtime.notice_handlers[_instrument.FINAL_NOTICE] = (
+            lambda body: self._final_telemetry.add(str(body.get("proc"))))
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
         self.runtime.start()
         self.exporters = start_exporters(self)
         self.admin = start_admin(self)
+        self.watcher = Watcher(self, self.stall_s, self._topology).start(history_enabled())
         atexit.register(self.shutdown)
 
+    def _topology(self) -> dict[str, Any]:
+        """The admin API's topology (from any thread but the I/O thread)."""
+        return views.topology(self._on_io(views.snapshot)(self).get(timeout=5), self.store)
+
     def _record_failure(self, failure: dict[str, Any]) -> None:
+        infrastructure = "exit_code" in failure or "signal" in failure  # a proc or host ended
+        if infrastructure and self.telemetry_enabled:
+            telemetry.process_recorder().metrics.inc(("job_failures", "infrastructure"))
+        rank = failure.get("rank")
+        self.store.add_event(telemetry.StatusEvent(
+            int(failure["time"] * 1e9), f"{failure.get('mesh', '')}[{rank}]",
+            failure.get("mesh_name", ""), rank, "failed", failure.get("reason", ""),
+            failure.get("proc") or ""))
         self.store.add(telemetry.FailureRecord(
             failure.get("mesh_name", ""), failure.get("rank"), failure.get("class_name") or "",
             failure.get("host") or "", failure.get("pid") or 0, failure.get("exit_code"),
@@ -231,6 +256,10 @@ class Job:
 
     def _proc_started(self, record: ProcRecord) -> None:
         """Once every proc of a remote mesh announced its address, everyone gets the table."""
+        if not self._first_ready and self.telemetry_enabled:
+            self._first_ready = True
+            telemetry.process_recorder().metrics.set(("start_to_first_proc_ready_seconds",),
+                                                     time.time() - self.started)
         pending = self._spawning.get(record.procs)
         if pending is None:
             return
@@ -275,12 +304,30 @@ class Job:
         records = [self.supervisor.procs[f"{procs}-{r}"] for r in ranks
                    if f"{procs}-{r}" in self.supervisor.procs]
         live = [r for r in records if r.state in (STARTING, RUNNING)]
+        ending = [r.proc for r in records if r.state in (STARTING, RUNNING, STOPPING)]
         done = self.supervisor.stopping(records)
         for record in live:
             self.runtime.notify(record.address, "stop_proc", {})
         grace = config.seconds("process_exit_timeout")
         self.runtime.call_later(grace, lambda: self._kill_stragglers(live))
-        return done
+        return self._with_last_telemetry(ending, done)
+
+    def _with_last_telemetry(self, procs: list[str], exited: Future[None]) -> Future[None]:
+        """`exited`, settled only once the last telemetry of `procs` is in the store: a proc
+        sends it (then a final notice, on the same link) before it exits; one that was killed
+        never does, so after its exit it gets FINAL_TELEMETRY_S more."""
+        out: Future[None] = Future()
+
+        def check(deadline: float) -> None:
+            if (all(p in self._final_telemetry for p in procs)
+                    or time.monotonic() >= deadline):
+                _copy(exited, out)
+            else:
+                self.runtime.call_later(0.01, lambda: check(deadline))
+
+        exited.add_done_callback(lambda: self.runtime.call_soon(
+            lambda: check(time.monotonic() + FINAL_TELEMETRY_S)))
+        return out
 
     def _kill_stragglers(self, records: list[ProcRecord]) -> None:
         for record in records:
@@ -299,8 +346,8 @@ class Job:
                             "aggregate_window_sec": aggregate_window_sec, "level": level}
 
     def shutdown_hosts(self, hosts: list[str]) -> Future[None]:
-        records = [r for r in self.supervisor.procs.values()
-                   if r.state in (STARTING, RUNNING)]
+        records = [r for r in self.supervisor.procs.values()  # stopping: wait for them too
+                   if r.state in (STARTING, RUNNING, STOPPING)]
         by_mesh: dict[str, list[int]] = {}
         for record in records:
             by_mesh.setdefault(record.procs, []).append(record.rank)
@@ -335,6 +382,9 @@ class Job:
             pass
         self.runtime.call_soon(self.workers.shutdown)
         time.sleep(0.05)
+        if self.runtime.final_telemetry is not None:
+            self.runtime.final_telemetry()  # the controller's own last records, into the store
+        self.watcher.close()
         self.exporters.close()
         self.agent.close()
         self.runtime.close()
@@ -342,6 +392,17 @@ class Job:
         shutil.rmtree(self.run_dir, ignore_errors=True)
         with _lock:
             _job = None
+
+
+def _stall_s() -> float:
+    """MONARCH_STALL_S, or 10 s."""
+    text = os.environ.get("MONARCH_STALL_S", "").strip()
+    try:
+        return float(text) if text else views.DEFAULT_STALL_S
+    except ValueError:
+        print(f"monarch: MONARCH_STALL_S={text!r} is not a number; using "
+              f"{views.DEFAULT_STALL_S:g} s", file=sys.stderr)
+        return views.DEFAULT_STALL_S
 
 
 def _copy(src: Future[Any], dst: Future[Any]) -> None:

@@ -116,3 +116,58 @@ def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_clas
         exporters.close()
         receiver.shutdown()
         receiver.server_close()
+
+
+SHORT_SCRIPT = '''
+import logging
+from monarch.actor import Actor, context, endpoint, this_host
+
+
+class Echo(Actor):
+    @endpoint
+    def ping(self, x):
+        rank = context().actor_instance.rank.rank
+        print(f"echo {x} from {rank}", flush=True)
+        logging.getLogger("echo").warning("warned %s from %s", x, rank)
+        return x
+
+
+procs = this_host().spawn_procs(per_host={"gpus": 2})
+mesh = procs.spawn("short", Echo)
+for i in range(5):
+    mesh.ping.call(i).get()
+procs.stop()
+'''
+
+
+def test_a_short_script_loses_nothing_at_exit(tmp_path):
+    """Five calls, `procs.stop()` (not waited on), exit at once: every actor span and log line
+    reaches the collector before the controller exits."""
+    import os
+    import subprocess
+    import sys
+
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.serve_forever, args=(0.2,), daemon=True)
+    thread.start()
+    host, port = receiver.server_address[:2]
+    script = tmp_path / "short.py"
+    script.write_text(SHORT_SCRIPT)
+    env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{host}:{port}",
+               MONARCH_RUN_DIR=str(tmp_path / "run"))
+    try:
+        done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        with receiver.lock:  # the script has exited: what arrived is all there will be
+            spans, logs = list(receiver.spans), list(receiver.logs)
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+    calls = {s.span_id for _, s in spans if s.name == "call short.ping"}
+    handled = [s for _, s in spans if s.name == "short.ping"]
+    assert len(calls) == 5 and len(handled) == 10
+    assert all(s.parent_span_id in calls for s in handled)
+    texts = sorted(r.body.string_value for _, r in logs)
+    assert texts == sorted([f"echo {x} from {r}" for x in range(5) for r in range(2)]
+                           + [f"warned {x} from {r}" for x in range(5) for r in range(2)])

@@ -21,10 +21,13 @@ from monarch.telemetry import (
 
 
 class Receiver:
-    """Collects decoded OTLP requests posted to /v1/traces and /v1/logs."""
+    """Collects decoded OTLP requests posted to /v1/traces and /v1/logs; answers the first
+    `refusals` POSTs with those statuses instead (a collector that is briefly unwell)."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusals: tuple[int, ...] = ()) -> None:
         self.requests: list[tuple[str, Any, Any]] = []  # (path, headers, request)
+        self.refusals = list(refusals)
+        self.refused = 0
         self.got = threading.Condition()
         receiver = self
 
@@ -33,6 +36,15 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver.got:
+                    status = receiver.refusals.pop(0) if receiver.refusals else 200
+                if status != 200:
+                    receiver.refused += 1
+                    self.send_response(status)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 receiver.record(self.path, self.headers, body)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -160,10 +172,36 @@ def test_unreachable_endpoint_is_counted_not_raised() -> None:
         port = s.getsockname()[1]  # closed when the block ends: nothing listens there
     exporter = OtlpExporter(Store(), OtlpConfig.from_env(
         {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}/v1/traces",
-         "OTEL_EXPORTER_OTLP_TIMEOUT": "2000"}))
+         "OTEL_EXPORTER_OTLP_TIMEOUT": "2000"}), retry_s=0.5, backoff_s=0.05)
     assert not exporter.export_spans([CALL])
     stats = exporter.statistics()
     assert stats.posts_failed == 1 and stats.records_failed == 1 and stats.last_error
+    assert stats.retries >= 1  # refused connections are retried until retry_s ran out
+
+
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_a_collector_briefly_unwell_costs_nothing(status: int) -> None:
+    receiver = Receiver(refusals=(status, status))
+    try:
+        exporter = OtlpExporter(Store(), config(receiver), backoff_s=0.01)
+        assert exporter.export_spans([CALL])
+        ((path, _, request),) = receiver.wait_for(1)
+    finally:
+        receiver.close()
+    assert path == "/v1/traces" and receiver.refused == 2
+    stats = exporter.statistics()
+    assert (stats.spans_sent, stats.posts_failed, stats.retries) == (1, 0, 2)
+
+
+def test_a_lasting_refusal_is_not_retried() -> None:
+    receiver = Receiver(refusals=(400,))
+    try:
+        exporter = OtlpExporter(Store(), config(receiver), backoff_s=0.01)
+        assert not exporter.export_spans([CALL])
+    finally:
+        receiver.close()
+    stats = exporter.statistics()
+    assert (stats.posts_failed, stats.retries, receiver.refused) == (1, 0, 1)
 
 
 def test_config_from_standard_variables() -> None:

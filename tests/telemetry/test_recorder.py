@@ -47,8 +47,10 @@ def test_batch_wire_format(recorder: Recorder) -> None:
     record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
     record_failure("trainer", 1, "Trainer", "boom", traceback="tb")
     wire = drain(recorder)
-    version, resource, spans, logs, metrics, transfers, failures, sites, site_spans = wire
+    (version, resource, spans, logs, metrics, transfers, failures, sites, site_spans, statuses,
+     messages) = wire
     assert version == BATCH_VERSION and sites == [] and site_spans == []
+    assert statuses == [] and messages == []
     assert resource == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1"}
     assert spans[0][3] == "Trainer.step" and spans[0][8] == "proc-a"
     assert logs == []

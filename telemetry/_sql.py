@@ -1,0 +1,114 @@
+"""SQL over the telemetry with Apache DataFusion (the engine Monarch itself uses).
+
+`query(sql, tables)` registers each table — an Arrow table made now from the live store, or
+the Parquet files of a job's history — in a fresh DataFusion context and runs one statement.
+Only the tables the statement names are made (a query of ``logs`` does not build ``spans``).
+Whatever the engine refuses (a syntax error, an unknown table or column) is a `QueryError`
+carrying the engine's own message; nothing else escapes. datafusion is imported on first use.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._tables import TABLES, from_rows
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+TableSource = Callable[[], "pa.Table | str | None"]
+"""Makes one table on demand: an Arrow table, or the directory of the Parquet files holding
+it (None: an empty table)."""
+
+MAX_ROWS = 100_000
+"""Rows a query returns at most (a ``LIMIT`` of its own may ask for fewer)."""
+
+_lock = threading.Lock()  # one query at a time per process: DataFusion uses every core
+
+
+class QueryError(ValueError):
+    """The SQL could not run: the message is the engine's (syntax, unknown table or column,
+    a type mismatch). Fix the statement; the job is not affected."""
+
+
+def named_tables(sql: str) -> set[str]:
+    """The telemetry tables a statement mentions (by word, case-insensitive)."""
+    words = set(re.findall(r"[a-z_][a-z0-9_]*", sql.lower()))
+    return {name for name in TABLES if name in words}
+
+
+def query(sql: str, tables: Mapping[str, TableSource], max_rows: int = MAX_ROWS) -> pa.Table:
+    """Runs one SQL statement over the telemetry tables.
+
+    Args:
+        sql: e.g. ``SELECT mesh, count(*) FROM spans GROUP BY mesh``.
+        tables: how to make each table (see `TableSource`); tables not given are empty.
+        max_rows: at most this many rows come back.
+
+    Returns:
+        The result as an Arrow table.
+
+    Raises:
+        QueryError: the engine refused the statement (its message says why).
+    """
+    if not sql or not sql.strip():
+        raise QueryError("empty query: give one SQL statement, e.g. SELECT * FROM actors")
+    from datafusion import SessionContext
+
+    with _lock:
+        ctx = SessionContext()
+        for name in TABLES:
+            _register(ctx, name, tables.get(name) if name in named_tables(sql) else None)
+        try:
+            frame = ctx.sql(sql)
+            batches = frame.limit(max_rows).collect()
+            arrow_schema = frame.schema()
+        except Exception as exc:  # DataFusion raises several types; all mean "bad query"
+            raise QueryError(_engine_message(exc)) from None
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches, schema=arrow_schema)
+
+
+def _register(ctx: Any, name: str, source: TableSource | None) -> None:
+    made = source() if source is not None else None
+    if isinstance(made, str):
+        ctx.register_parquet(name, made)
+        return
+    table = made if made is not None else from_rows(name, [])
+    batches = table.to_batches() or [_empty_batch(table)]
+    ctx.register_record_batches(name, [batches])
+
+
+def _empty_batch(table: pa.Table) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _engine_message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.removeprefix("DataFusion error: ").strip() or type(exc).__name__
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A result's rows as JSON-able dicts (bytes as hex, times as ISO text)."""
+    out = []
+    for row in table.to_pylist():
+        out.append({k: _jsonable(v) for k, v in row.items()})
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)

@@ -1,0 +1,265 @@
+"""The telemetry as Arrow tables: what SQL queries (`monarch.telemetry._sql`) and the job's
+Parquet history read. One schema per table, documented in ``docs/QUERY.md``; the same
+columns live (from the store) and post-mortem (from Parquet).
+
+Tables: ``spans``, ``logs``, ``metrics``, ``transfers``, ``failures`` (the store's records),
+``messages`` (handled messages: the actors' flight recorders), ``actor_status_events``
+(started, failed, stopped, stalled, resumed) and ``actors`` (one row per actor, given by the
+controller, which knows the topology). pyarrow is imported on first use.
+
+Site spans are converted column by column (ids as hex text, the site's attributes taken per
+site, not per span), so a table of 100,000 spans costs well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._columns import SiteSpanColumns
+from ._records import (
+    FailureRecord,
+    LogRecord,
+    MessageRecord,
+    MetricPoint,
+    SpanRecord,
+    StatusEvent,
+    TransferRecord,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ._store import Store
+
+I64, F64, STR, BOOL = "int64", "float64", "string", "bool"
+
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "actors": (
+        ("actor", STR), ("mesh", STR), ("mesh_id", STR), ("rank", I64), ("point", STR),
+        ("actor_class", STR), ("proc", STR), ("host", STR), ("pid", I64), ("state", STR),
+        ("messages", I64), ("queue_depth", I64), ("latency_p50_ms", F64),
+        ("last_method", STR), ("running_method", STR), ("running_since_ns", I64),
+        ("running_s", F64), ("caller", STR), ("trace_id", STR), ("running", I64),
+        ("queued", I64), ("queued_methods", STR), ("stalled", BOOL), ("failure", STR),
+        ("updated_ns", I64)),
+    "actor_status_events": (
+        ("time_ns", I64), ("actor", STR), ("mesh", STR), ("rank", I64), ("event", STR),
+        ("detail", STR), ("proc", STR)),
+    "messages": (
+        ("actor", STR), ("mesh", STR), ("rank", I64), ("method", STR), ("sender", STR),
+        ("start_ns", I64), ("end_ns", I64), ("duration_ms", F64), ("outcome", STR),
+        ("bytes", I64), ("proc", STR)),
+    "spans": (
+        ("trace_id", STR), ("span_id", STR), ("parent_span_id", STR), ("name", STR),
+        ("start_ns", I64), ("end_ns", I64), ("duration_ms", F64), ("outcome", STR),
+        ("proc", STR), ("mesh", STR), ("rank", I64), ("method", STR), ("actor_class", STR),
+        ("bytes_in", I64), ("attributes", STR)),
+    "logs": (
+        ("hlc", I64), ("time_ns", I64), ("stream", STR), ("level", I64), ("text", STR),
+        ("mesh", STR), ("rank", I64), ("actor_class", STR), ("proc", STR), ("host", STR),
+        ("pid", I64), ("trace_id", STR), ("span_id", STR), ("tags", STR)),
+    "metrics": (
+        ("name", STR), ("type", STR), ("labels", STR), ("mesh", STR), ("method", STR),
+        ("value", F64), ("count", I64), ("time_ns", I64), ("proc", STR)),
+    "transfers": (
+        ("time_ns", I64), ("bytes", I64), ("seconds", F64), ("src", STR), ("dst", STR),
+        ("kind", STR), ("mesh", STR), ("proc", STR)),
+    "failures": (
+        ("time_ns", I64), ("mesh", STR), ("rank", I64), ("actor_class", STR), ("host", STR),
+        ("pid", I64), ("exit_code", I64), ("signal", I64), ("cause", STR), ("reason", STR),
+        ("traceback", STR), ("proc", STR)),
+}
+"""Every table's columns and their types, in order."""
+
+TABLES = tuple(COLUMNS)
+
+
+def schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table."""
+    import pyarrow as pa
+
+    types = {I64: pa.int64(), F64: pa.float64(), STR: pa.string(), BOOL: pa.bool_()}
+    return pa.schema([(name, types[kind]) for name, kind in COLUMNS[table]])
+
+
+def from_rows(table: str, rows: Iterable[Sequence[Any]]) -> pa.Table:
+    """A table from rows given in column order (None for a missing value)."""
+    columns = list(zip(*rows)) or [()] * len(COLUMNS[table])
+    return from_columns(table, [list(c) for c in columns])
+
+
+def from_columns(table: str, columns: Sequence[Sequence[Any]]) -> pa.Table:
+    """A table from its columns, in order."""
+    import pyarrow as pa
+
+    s = schema(table)
+    return pa.Table.from_arrays([pa.array(_clean(c, f.type), type=f.type)
+                                 for c, f in zip(columns, s)], schema=s)
+
+
+def _clean(column: Sequence[Any], kind: Any) -> Sequence[Any]:
+    import pyarrow as pa
+
+    if kind == pa.int64():
+        return [v if type(v) is int else (int(v) if isinstance(v, (bool, float)) else None)
+                for v in column]
+    if kind == pa.string():
+        return [v if v is None or type(v) is str else str(v) for v in column]
+    return column
+
+
+# -- the store's records ----------------------------------------------------------------------
+
+def spans(chunks: Iterable[tuple[Any, int]]) -> pa.Table:
+    """The ``spans`` table of store chunks ((chunk, first position) pairs, see
+    `Store.span_chunks`)."""
+    import pyarrow as pa
+
+    parts = [_site_spans(c, start) if isinstance(c, SiteSpanColumns)
+             else _span_records(c.spans[start:]) for c, start in chunks]
+    parts = [p for p in parts if p.num_rows]
+    return pa.concat_tables(parts) if parts else from_rows("spans", [])
+
+
+def span_records(records: Sequence[SpanRecord]) -> pa.Table:
+    """The ``spans`` table of span records."""
+    return _span_records(records)
+
+
+def _span_records(records: Sequence[SpanRecord]) -> pa.Table:
+    rows = []
+    for s in records:
+        a = s.attributes
+        rows.append((s.trace_id.hex(), s.span_id.hex(), _hex(s.parent_span_id), s.name,
+                     s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6, s.outcome, s.source,
+                     a.get("mesh"), a.get("rank"), a.get("method"), a.get("actor_class"),
+                     a.get("bytes_in"), _json(a)))
+    return from_rows("spans", rows)
+
+
+def _site_spans(c: SiteSpanColumns, start: int) -> pa.Table:
+    import pyarrow as pa
+
+    n = len(c)
+    idx = pa.array(c.site_indices[start:], type=pa.int32())
+    sites = [s if s is not None else ("", {}, None, "") for s in c.sites]
+
+    def per_site(fn: Any, kind: Any) -> Any:
+        return pa.array([fn(s) for s in sites], type=kind).take(idx)
+
+    starts, ends = c.starts[start:], c.ends[start:]
+    values = c.values[start:]
+    bytes_in = [v if type(v) is int else None for v in values] if any(
+        s[2] == "bytes_in" for s in sites) else [None] * (n - start)
+    outcome = pa.array(c.outcomes, type=pa.string()).take(
+        pa.array(c.outcome_indices[start:], type=pa.int32()))
+    parents = _hex_split(c.parents[8 * start:], 16)
+    columns = [
+        _hex_split(c.traces[16 * start:], 32), _hex_split(c.spans[8 * start:], 16),
+        [None if p == "0" * 16 else p for p in parents],
+        per_site(lambda s: s[0], pa.string()), starts, ends,
+        [(e - b) / 1e6 for b, e in zip(starts, ends)], outcome,
+        per_site(lambda s: s[3], pa.string()),
+        per_site(lambda s: _str(s[1].get("mesh")), pa.string()),
+        per_site(lambda s: _int(s[1].get("rank")), pa.int64()),
+        per_site(lambda s: _str(s[1].get("method")), pa.string()),
+        per_site(lambda s: _str(s[1].get("actor_class")), pa.string()),
+        bytes_in, per_site(lambda s: _json(s[1]), pa.string())]
+    s = schema("spans")
+    return pa.Table.from_arrays([c if isinstance(c, (pa.Array, pa.ChunkedArray))
+                                 else pa.array(c, type=f.type) for c, f in zip(columns, s)],
+                                schema=s)
+
+
+def logs(records: Iterable[LogRecord]) -> pa.Table:
+    """The ``logs`` table."""
+    rows = []
+    for r in records:
+        t = r.tags
+        rows.append((r.hlc, r.wall_ns, r.stream, r.level, r.text, _str(t.get("mesh")),
+                     _int(t.get("rank")), _str(t.get("actor_class")), _str(t.get("proc")),
+                     _str(t.get("host")), _int(t.get("pid")), _hex(r.trace_id),
+                     _hex(r.span_id), _json(t)))
+    return from_rows("logs", rows)
+
+
+def metrics(points: Iterable[MetricPoint]) -> pa.Table:
+    """The ``metrics`` table (one row per series and process)."""
+    return from_rows("metrics", [
+        (p.name, p.kind, _json(p.labels), p.labels.get("mesh"), p.labels.get("method"),
+         float(p.value), p.count, p.time_ns, p.source) for p in points])
+
+
+def transfers(records: Iterable[TransferRecord]) -> pa.Table:
+    """The ``transfers`` table."""
+    return from_rows("transfers", [(t.time_ns, t.nbytes, float(t.seconds), t.src, t.dst, t.kind,
+                                    t.mesh, t.source) for t in records])
+
+
+def failures(records: Iterable[FailureRecord]) -> pa.Table:
+    """The ``failures`` table (``cause``: infrastructure when a process ended, else user)."""
+    return from_rows("failures", [
+        (f.time_ns, f.mesh, f.rank, f.actor_class, f.host, f.pid, f.exit_code, f.signal,
+         "infrastructure" if f.exit_code is not None or f.signal is not None else "user",
+         f.reason, f.traceback, f.source) for f in records])
+
+
+def messages(records: Iterable[MessageRecord]) -> pa.Table:
+    """The ``messages`` table (flight-recorder entries)."""
+    return from_rows("messages", [
+        (m.actor, m.mesh_name, m.rank, m.method, m.sender, m.start_ns, m.end_ns,
+         (m.end_ns - m.start_ns) / 1e6, m.outcome, m.nbytes, m.source) for m in records])
+
+
+def status_events(records: Iterable[StatusEvent]) -> pa.Table:
+    """The ``actor_status_events`` table."""
+    return from_rows("actor_status_events", [
+        (e.time_ns, e.actor, e.mesh_name, e.rank, e.event, e.detail, e.source)
+        for e in records])
+
+
+def actors(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    """The ``actors`` table from dicts keyed by column name (missing keys are null)."""
+    names = [name for name, _ in COLUMNS["actors"]]
+    return from_rows("actors", [tuple(row.get(n) for n in names) for row in rows])
+
+
+def store_tables(store: Store, wanted: Iterable[str] = TABLES,
+                 actor_rows: Iterable[dict[str, Any]] = ()) -> dict[str, pa.Table]:
+    """The tables named in ``wanted`` made from the store now (others empty)."""
+    wanted = set(wanted)
+    makers = {
+        "spans": lambda: spans(store.span_chunks()),
+        "logs": lambda: logs(store.all_logs()),
+        "metrics": lambda: metrics(store.metrics(by_process=True)),
+        "transfers": lambda: transfers(store.transfer_records(limit=10**9)),
+        "failures": lambda: failures(store.failures()),
+        "messages": lambda: messages(store.messages()),
+        "actor_status_events": lambda: status_events(store.status_events()),
+        "actors": lambda: actors(actor_rows),
+    }
+    return {name: makers[name]() if name in wanted else from_rows(name, [])
+            for name in TABLES}
+
+
+def _hex_split(data: bytes, width: int) -> list[str]:
+    text = data.hex()
+    return [text[i:i + width] for i in range(0, len(text), width)]
+
+
+def _hex(value: bytes | None) -> str | None:
+    return value.hex() if value else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
