@@ -87,7 +87,11 @@ def _first_difference(old: str, new: str) -> str:
 
 
 async def started(pilot) -> MonarchTop:
+    from textual.widgets import Input
+
     app = pilot.app
+    for field in app.query(Input):  # a blinking cursor would make the screen never settle
+        field.cursor_blink = False
     await wait_for(pilot, lambda: app.feed.statistics().polls >= 2 and app.snapshot.job
                    and app.log_pane.shown_lines)
     await wait_for(pilot, lambda: all(r.rate is not None for r in app.mesh_tree.rows_shown
