@@ -17,7 +17,7 @@ Invariant: every field is touched only on the router's loop thread (endpoints ar
 tasks on one loop, `__supervise__` runs there too), so nothing needs a lock.
 
 Per-replica state and load are published as metrics of this process (`service_replica_state`,
-`service_replica_outstanding`, `service_routed`, `service_retried`), which the admin topology,
+`service_replica_outstanding`, `service_routed`, `service_retried`, labelled service, replica, generation, mesh), which the admin topology,
 `monarch status` and `monarch top` show.
 """
 
@@ -327,7 +327,7 @@ class _Metrics:
             from .telemetry._metrics import MetricSpec  # the spec type is not public
 
             table = process_recorder().metrics
-            labels = ("service", "replica", "mesh")
+            labels = ("service", "replica", "generation", "mesh")
             table.declare(MetricSpec("service_replica_state", "gauge", labels,
                                      "Service replica state: 0 starting, 1 healthy, 2 failed, "
                                      "3 stopped"))
@@ -341,14 +341,14 @@ class _Metrics:
         return self._table
 
     def state(self, replica: Replica) -> None:
-        key = (self.service, replica.index, replica.mesh_id)
+        key = (self.service, replica.index, replica.generation, replica.mesh_id)
         table = self._metrics()
         table.set(("service_replica_state", *key), STATE_CODES[replica.state])
         table.set(("service_replica_outstanding", *key), replica.outstanding)
         table.set(("service_routed", *key), replica.routed)
 
     def load(self, replica: Replica) -> None:
-        key = (self.service, replica.index, replica.mesh_id)
+        key = (self.service, replica.index, replica.generation, replica.mesh_id)
         table = self._metrics()
         table.set(("service_replica_outstanding", *key), replica.outstanding)
         table.set(("service_routed", *key), replica.routed)
