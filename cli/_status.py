@@ -98,6 +98,8 @@ def service_lines(services: list[dict[str, Any]], meshes: list[dict[str, Any]]) 
         total = len(svc["replicas"])
         color = "green" if svc["healthy"] == total else "yellow" if svc["healthy"] else "red"
         healthy = paint(f"{svc['healthy']}/{total} healthy", color)
+        if svc.get("state") == "stopped":
+            healthy = state("stopped")
         lines.append(f"service {paint(svc['name'], bold=True)}  {healthy}  "
                      f"load {svc['load']}  retried {svc['retried']}  "
                      f"(router in {svc['router_proc']})")

@@ -17,7 +17,7 @@ Invariant: every field is touched only on the router's loop thread (endpoints ar
 tasks on one loop, `__supervise__` runs there too), so nothing needs a lock.
 
 Per-replica state and load are published as metrics of this process (`service_replica_state`,
-`service_replica_outstanding`, `service_routed`, `service_retried`, labelled service, replica, generation, mesh), which the admin topology,
+`service_replica_outstanding`, `service_routed`, `service_retried`, labelled service, router, replica, generation, mesh), which the admin topology,
 `monarch status` and `monarch top` show.
 """
 
@@ -28,6 +28,7 @@ import dataclasses
 from typing import Any, Hashable
 
 from ._actor import Actor
+from ._context import context
 from ._endpoint import concurrent_endpoint
 from ._errors import SupervisionError
 
@@ -98,7 +99,7 @@ class ServiceRouter(Actor):
         self.closed = False
         self.started = False
         self._changed: asyncio.Event | None = None
-        self._metrics = _Metrics(spec.name)
+        self._metrics = _Metrics(spec.name, context().actor_instance.actor_id)
 
     # -- endpoints ---------------------------------------------------------------------------
     @concurrent_endpoint
@@ -317,8 +318,9 @@ class ServiceRouter(Actor):
 class _Metrics:
     """The service's per-replica gauges and counters in this process's telemetry."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, router: str) -> None:
         self.service = service
+        self.router = router  # the router's actor id: tells apart services of one name
         self._table: Any = None
 
     def _metrics(self) -> Any:
@@ -327,7 +329,7 @@ class _Metrics:
             from .telemetry._metrics import MetricSpec  # the spec type is not public
 
             table = process_recorder().metrics
-            labels = ("service", "replica", "generation", "mesh")
+            labels = ("service", "router", "replica", "generation", "mesh")
             table.declare(MetricSpec("service_replica_state", "gauge", labels,
                                      "Service replica state: 0 starting, 1 healthy, 2 failed, "
                                      "3 stopped"))
@@ -335,23 +337,23 @@ class _Metrics:
                                      "Calls in flight on a service replica"))
             table.declare(MetricSpec("service_routed", "counter", labels,
                                      "Calls sent to a service replica"))
-            table.declare(MetricSpec("service_retried", "counter", ("service",),
+            table.declare(MetricSpec("service_retried", "counter", ("service", "router"),
                                      "Routed calls retried after their replica failed"))
             self._table = table
         return self._table
 
     def state(self, replica: Replica) -> None:
-        key = (self.service, replica.index, replica.generation, replica.mesh_id)
+        key = (self.service, self.router, replica.index, replica.generation, replica.mesh_id)
         table = self._metrics()
         table.set(("service_replica_state", *key), STATE_CODES[replica.state])
         table.set(("service_replica_outstanding", *key), replica.outstanding)
         table.set(("service_routed", *key), replica.routed)
 
     def load(self, replica: Replica) -> None:
-        key = (self.service, replica.index, replica.generation, replica.mesh_id)
+        key = (self.service, self.router, replica.index, replica.generation, replica.mesh_id)
         table = self._metrics()
         table.set(("service_replica_outstanding", *key), replica.outstanding)
         table.set(("service_routed", *key), replica.routed)
 
     def retried(self) -> None:
-        self._metrics().inc(("service_retried", self.service))
+        self._metrics().inc(("service_retried", self.service, self.router))

@@ -232,8 +232,8 @@ class AdminClient:
     def topology(self) -> dict[str, Any]:
         """`{"hosts": [{id, hostname, procs: [...]}], "meshes": [{..., actors: [...]}],
         "failures": [...], "services": [...]}` with state, pid and counters; a service is
-        {name, router_proc, replicas: [{replica, generation, mesh, state, outstanding,
-        routed}], replaced: [...], healthy, load, retried}, and a mesh that is a replica
+        {name, router, router_proc, state, replicas: [{replica, generation, mesh, state,
+        outstanding, routed}], replaced: [...], healthy, load, retried}, and a mesh that is a replica
         carries `service` (name, replica, generation, state, outstanding, routed, current)."""
         return self._get("/v1/topology")
 

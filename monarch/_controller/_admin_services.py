@@ -2,8 +2,9 @@
 
 A service's router (`monarch._service_router`) publishes per replica the gauges
 `service_replica_state` (0 starting, 1 healthy, 2 failed, 3 stopped) and
-`service_replica_outstanding`, and the counter `service_routed`, labelled (service, replica,
-generation, mesh); `service_retried` per service. Pure functions over the store's points.
+`service_replica_outstanding`, and the counter `service_routed`, labelled (service, router,
+replica, generation, mesh) — `router` is the router's actor id, so two services of one name
+stay apart; `service_retried` per service. Pure functions over the store's points.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ _FIELDS = {"service_replica_state": "state", "service_replica_outstanding": "out
 
 
 def services(points: Iterable[telemetry.MetricPoint]) -> list[dict[str, Any]]:
-    """Each service (by router process and name): its current replicas and the ones replaced.
+    """Each service (by router): its name, state (running / stopped), current replicas and
+    the ones replaced.
 
     A replica is {replica, generation, mesh, state, outstanding, routed}; `replicas` holds the
     newest generation of each replica slot, `replaced` the older ones (failed, then replaced).
     """
-    entries: dict[tuple[str, str], dict[tuple[int, int, str], dict[str, Any]]] = {}
-    retried: dict[tuple[str, str], int] = {}
+    entries: dict[tuple[str, str, str], dict[tuple[int, int, str], dict[str, Any]]] = {}
+    retried: dict[tuple[str, str, str], int] = {}
     for p in points:
-        service = (p.source, p.labels.get("service", ""))
+        service = (p.source, p.labels.get("router", ""), p.labels.get("service", ""))
         if p.name == "service_retried":
             retried[service] = int(p.value)
             continue
@@ -40,11 +42,11 @@ def services(points: Iterable[telemetry.MetricPoint]) -> list[dict[str, Any]]:
             key, {"replica": key[0], "generation": key[1], "mesh": key[2], "state": "starting",
                   "outstanding": 0, "routed": 0})
         entry[field] = STATE_NAMES.get(int(p.value), "?") if field == "state" else int(p.value)
-    return [_service(source, name, found, retried.get((source, name), 0))
-            for (source, name), found in sorted(entries.items())]
+    return [_service(source, router, name, found, retried.get((source, router, name), 0))
+            for (source, router, name), found in sorted(entries.items())]
 
 
-def _service(source: str, name: str, found: dict[tuple[int, int, str], dict[str, Any]],
+def _service(source: str, router: str, name: str, found: dict[tuple[int, int, str], dict[str, Any]],
              retried: int) -> dict[str, Any]:
     current: dict[int, dict[str, Any]] = {}
     replaced = []
@@ -54,7 +56,9 @@ def _service(source: str, name: str, found: dict[tuple[int, int, str], dict[str,
             replaced.append(previous)
         current[key[0]] = found[key]
     replicas = [current[i] for i in sorted(current)]
-    return {"name": name, "router_proc": source, "replicas": replicas, "replaced": replaced,
+    stopped = all(r["state"] == "stopped" for r in replicas)
+    return {"name": name, "router": router, "router_proc": source, "replicas": replicas,
+            "replaced": replaced, "state": "stopped" if stopped else "running",
             "healthy": sum(r["state"] == "healthy" for r in replicas),
             "load": sum(r["outstanding"] for r in replicas), "retried": retried}
 
