@@ -97,6 +97,7 @@ class ReplicaGroup(Actor):
     def train_step(self) -> dict:
         """One torchft step: quorum (healing if behind), forward, backward, allreduce, commit."""
         import torch
+        from torchft import DistributedDataParallel
 
         before = self.manager.current_step()
         self.optimizer.zero_grad()
@@ -109,12 +110,15 @@ class ReplicaGroup(Actor):
         loss = torch.nn.functional.mse_loss(self.ddp(x), y)
         try:
             loss.backward()  # DDP's hook averages the gradients over the quorum's groups
-        except AssertionError:
+        except Exception:
             # A peer died during this step's allreduce: the manager records the error and
-            # should_commit says no; torchft 0.2.0's DDP hook then trips on the no-op work it
-            # gets. The step is not committed and is redone.
+            # should_commit will say no. torchft 0.2.0's DDP hook then trips on the no-op work
+            # the errored manager hands it, which leaves DDP's reducer mid-backward: wrap the
+            # model afresh for the next step. This step is not committed; it is redone.
             if self.manager.errored() is None:
                 raise
+            self.ddp = None
+            self.ddp = DistributedDataParallel(self.manager, self.model)
         committed = self.manager.should_commit()
         if committed:
             self.optimizer.step()
