@@ -103,7 +103,7 @@ def _mesh(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
               ("messages/s", fmt_rate(row.rate)))
     service = mesh.get("service")
     if service:
-        fields += (("service", service_note(service)),
+        fields += (("service", f"{service.get('name')} {service_note(service)}"),
                    ("routed", str(service.get("routed", 0))))
     failed = [a for a in actors if a.get("state") == FAILED]
     rows = tuple((str(a["rank"]), root_cause(index.failure(mesh["mesh"], a["rank"]),

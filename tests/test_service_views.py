@@ -48,8 +48,8 @@ def test_meshes_are_annotated_and_shown():
     assert meshes[0]["service"]["current"] and meshes[0]["service"]["outstanding"] == 3
     assert not meshes[1]["service"]["current"]
     assert "service" not in meshes[2]
-    assert service_note(meshes[0]["service"]) == "service gen replica 0: healthy, load 3"
-    assert service_note(meshes[1]["service"]) == "service gen replica 0: replaced"
+    assert service_note(meshes[0]["service"]) == "replica 0 healthy, load 3"
+    assert service_note(meshes[1]["service"]) == "replica 0 replaced"
     lines = service_lines(found[:1], meshes)
     assert lines[0].startswith("service gen  2/2 healthy  load 3  retried 2")
     assert "replica 0 gen_r0_g1  healthy  load 3  routed 7  (replaces gen_r0: failed)" in lines[1]
