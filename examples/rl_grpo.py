@@ -25,7 +25,7 @@ import time
 import torch
 
 from monarch.actor import Actor, endpoint, this_host
-from monarch.weights import get_state_dict, put_state_dict
+from monarch.weights import get_state_dict, latest_version, put_state_dict
 
 DIGITS, ANSWERS = 10, 19
 PROMPTS, GROUP = 32, 8  # prompts per step, answers sampled per prompt
@@ -50,6 +50,8 @@ class Generator(Actor):
         torch.set_num_threads(1)
         self.policy = make_policy(seed)
         self.version = 0
+        if latest_version(WEIGHTS_KEY).get(timeout=60) is not None:
+            self.update(0)  # a replacement replica starts from the newest weights
 
     @endpoint
     def generate(self, a: torch.Tensor, b: torch.Tensor, group: int) -> dict:

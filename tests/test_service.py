@@ -54,6 +54,14 @@ class Replica(Actor):
         raise ValueError("boom")
 
 
+class Caller(Actor):
+    """Routes through a service handle it was given (the handle is plain data)."""
+
+    @endpoint
+    def through(self, svc: Any, x: int) -> int:
+        return svc.whoami.route(x).get(timeout=TIMEOUT)[2]
+
+
 class BrokenInit(Actor):
     def __init__(self) -> None:
         raise RuntimeError("cannot start")
@@ -95,6 +103,17 @@ def test_routes_spread_over_replicas_and_fanout_answers_once_per_replica(service
     answers = service.whoami.fanout(9).get(timeout=TIMEOUT)
     assert len(answers) == 2 and {a[1] for a in answers} == {pid for _, pid, _ in routed}
     assert service.whoami.call_one(5).get(timeout=TIMEOUT)[2] == 5
+
+
+def test_a_service_handle_works_in_another_actor(service):
+    from monarch.actor import this_host
+
+    procs = this_host().spawn_procs(per_host={"procs": 1})
+    try:
+        caller = procs.spawn("caller", Caller)
+        assert caller.through.call_one(service, 41).get(timeout=TIMEOUT) == 41
+    finally:
+        procs.stop().get(timeout=TIMEOUT)
 
 
 def test_a_session_sticks_to_one_replica(service):
