@@ -17,8 +17,8 @@ Invariant: every field is touched only on the router's loop thread (endpoints ar
 tasks on one loop, `__supervise__` runs there too), so nothing needs a lock.
 
 Per-replica state and load are published as metrics of this process (`service_replica_state`,
-`service_replica_outstanding`, `service_routed`, `service_retried`, labelled service, router, replica, generation, mesh), which the admin topology,
-`monarch status` and `monarch top` show.
+`service_replica_outstanding`, `service_routed`, labelled service, router, replica, generation,
+mesh; `service_retried`), which the admin topology, `monarch status` and `monarch top` show.
 """
 
 from __future__ import annotations
