@@ -95,6 +95,7 @@ class ServiceRouter(Actor):
         self.sessions: dict[Hashable, int] = {}
         self.start_failures = [0] * spec.num_replicas
         self.replacing: set[int] = set()
+        self.tasks: set[asyncio.Task[None]] = set()  # replacements being started
         self.owned: dict[str, Replica] = {}  # actor and proc mesh ids of every generation
         self.closed = False
         self.started = False
@@ -162,8 +163,9 @@ class ServiceRouter(Actor):
     async def shutdown(self) -> None:
         """Stops every replica; later calls raise ServiceUnavailableError."""
         self.closed = True
-        await self._stop_all()
         self._notify()
+        await asyncio.gather(*self.tasks, return_exceptions=True)  # replacements starting
+        await self._stop_all()
 
     def __supervise__(self, failure: Any) -> bool:
         replica = self._replica_of(failure)
@@ -249,7 +251,12 @@ class ServiceRouter(Actor):
             self._fail(replica, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}"
                        if str(exc).strip() else type(exc).__name__)
             return
-        if replica.state == STARTING and not self.closed:
+        if self.closed and replica.state == STARTING:  # shut down meanwhile: not wanted
+            replica.state = STOPPED
+            self._metrics.state(replica)
+            await replica.procs.stop()
+            return
+        if replica.state == STARTING:
             replica.state = HEALTHY
             self.start_failures[index] = 0
             self._metrics.state(replica)
@@ -283,7 +290,9 @@ class ServiceRouter(Actor):
                 self.replacing.discard(index)
                 self._notify()
 
-        asyncio.get_running_loop().create_task(replace())
+        task = asyncio.get_running_loop().create_task(replace())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     def _replica_of(self, failure: Any) -> Replica | None:
         """The replica (of any generation) whose actor or proc mesh failed."""
