@@ -451,6 +451,79 @@ def _transfer(move: Callable[..., Any], local: Any) -> None:
     move(local, timeout=60).get(timeout=CALL_TIMEOUT_S)
 
 
+WEIGHTS_TENSORS = 8  # the bench's state dict: 8 float32 tensors of 32 MiB
+
+
+def _weights_state_dict(nbytes: int, fill: float) -> dict[str, Any]:
+    import torch
+
+    n = nbytes // WEIGHTS_TENSORS // 4
+    return {f"layer{i}.weight": torch.full((n,), fill) for i in range(WEIGHTS_TENSORS)}
+
+
+class WeightsTrainer(Actor):
+    """Publishes its state dict with `monarch.weights.put_state_dict`."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.state = _weights_state_dict(nbytes, 1.0)
+
+    @endpoint
+    def put(self) -> int:
+        from monarch.weights import put_state_dict
+
+        return put_state_dict(self.state, "bench").get(timeout=CALL_TIMEOUT_S)
+
+
+class WeightsGenerator(Actor):
+    """Reads the trainer's state dict into its own tensors; answers its read time."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.state = _weights_state_dict(nbytes, 0.0)
+
+    @endpoint
+    def get(self) -> float:
+        from monarch.weights import get_state_dict
+
+        start = time.perf_counter()
+        get_state_dict("bench", into=self.state).get(timeout=CALL_TIMEOUT_S)
+        return time.perf_counter() - start
+
+
+@bench("weights")
+def bench_weights(rig: Rig) -> dict[str, float]:
+    """Weight sync (monarch.weights) of a 256 MiB state dict, 1 trainer -> 4 generators: GB/s.
+
+    `weights_sync_256MiB_4gen_GBps`: the bytes the 4 generators receive (4 x 256 MiB) over the
+    time from the trainer's `put_state_dict` call to the last generator's `get_state_dict`
+    answer; `weights_get_256MiB_GBps`: one generator's read rate (median over them and the
+    rounds, reads running 4 at once); `memcpy_*`: one-thread memcpy, for scale. pymonarch only.
+    """
+    if not (_distribution_version() or "").startswith("pymonarch"):
+        log("weights: monarch.weights is pymonarch's; skipped")
+        return {}
+    size = 256 * MiB
+    rows = memcpy_rates(rig)
+    procs = this_host().spawn_procs(per_host={"gpus": 5})
+    try:
+        trainer = procs.slice(gpus=0).spawn("weights_trainer", WeightsTrainer, size)
+        generators = procs.slice(gpus=slice(1, 5)).spawn("weights_generators", WeightsGenerator,
+                                                          size)
+        syncs, reads = [], []
+        for round_ in range(1 + rig.n(4, 1)):  # the first round is a warm-up
+            start = time.perf_counter()
+            trainer.put.call_one().get(timeout=CALL_TIMEOUT_S)
+            got = generators.get.call().get(timeout=CALL_TIMEOUT_S)
+            elapsed = time.perf_counter() - start
+            if round_:
+                syncs.append(4 * size / elapsed / 1e9)
+                reads += [size / seconds / 1e9 for _, seconds in got.items()]
+        rows["weights_sync_256MiB_4gen_GBps"] = statistics.median(syncs)
+        rows["weights_get_256MiB_GBps"] = statistics.median(reads)
+    finally:
+        procs.stop().get(timeout=30)
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # Running: each bench isolated (its failure is recorded, the rest go on), a watchdog over the
 # whole run, procs always stopped.

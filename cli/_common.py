@@ -65,7 +65,7 @@ def color_enabled() -> bool:
 
 STATE_COLORS = {"running": "green", "failed": "red", "stopped": "bright_black",
                 "stopping": "yellow", "starting": "cyan", "pass": "green", "slow": "yellow",
-                "fail": "red", "ok": "green", "degraded": "yellow"}
+                "fail": "red", "ok": "green", "degraded": "yellow", "healthy": "green"}
 
 
 def paint(text: str, color: str | None = None, bold: bool = False) -> str:

@@ -107,6 +107,7 @@ def render_status(job: dict[str, Any], topology: dict[str, Any]) -> list[str]:
         for i, proc in enumerate(host["procs"]):
             last = i == len(host["procs"]) - 1
             lines += _proc_lines(proc, actors.get(proc["proc"], []), last)
+    lines += service_lines(topology.get("services", []), topology["meshes"])
     if topology["failures"]:
         lines.append(paint(f"failures ({len(topology['failures'])}):", "red", bold=True))
         for f in topology["failures"]:
@@ -114,6 +115,32 @@ def render_status(job: dict[str, Any], topology: dict[str, Any]) -> list[str]:
                 else f["mesh_name"]
             lines.append(f"  {paint(where, 'red')} pid {f.get('pid')} on {f.get('host')}: "
                          f"{f.get('reason')}")
+    return lines
+
+
+def service_lines(services: list[dict[str, Any]], meshes: list[dict[str, Any]]) -> list[str]:
+    """One line per service (healthy replicas, load, retries) and one per replica."""
+    names = {m["mesh"]: m["name"] for m in meshes}
+    lines = []
+    for svc in services:
+        total = len(svc["replicas"])
+        color = "green" if svc["healthy"] == total else "yellow" if svc["healthy"] else "red"
+        healthy = paint(f"{svc['healthy']}/{total} healthy", color)
+        if svc.get("state") == "stopped":
+            healthy = state("stopped")
+        lines.append(f"service {paint(svc['name'], bold=True)}  {healthy}  "
+                     f"load {svc['load']}  retried {svc['retried']}  "
+                     f"(router in {svc['router_proc']})")
+        replaced = {}
+        for old in svc["replaced"]:
+            replaced.setdefault(old["replica"], []).append(old)
+        for i, rep in enumerate(svc["replicas"]):
+            branch = "└─ " if i == total - 1 else "├─ "
+            history = "".join(f"  (replaces {names.get(o['mesh'], o['mesh'])}: "
+                              f"{state(o['state'])})" for o in replaced.get(rep["replica"], []))
+            lines.append(f"{branch}replica {rep['replica']} {names.get(rep['mesh'], rep['mesh'])}"
+                         f"  {state(rep['state'])}  load {rep['outstanding']}  "
+                         f"routed {rep['routed']}{history}")
     return lines
 
 

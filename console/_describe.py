@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._format import fmt_bytes, fmt_duration, fmt_ms, fmt_rate
-from ._model import FAILED, Index, Row, Snapshot, format_extent, root_cause
+from ._model import (FAILED, Index, Row, Snapshot, format_extent, root_cause,
+                     service_note)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,6 +101,10 @@ def _mesh(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
               ("owner", str(mesh.get("owner_id") or "root")),
               ("actors", ", ".join(f"{n} {s}" for s, n in sorted(states.items()))),
               ("messages/s", fmt_rate(row.rate)))
+    service = mesh.get("service")
+    if service:
+        fields += (("service", f"{service.get('name')} {service_note(service)}"),
+                   ("routed", str(service.get("routed", 0))))
     failed = [a for a in actors if a.get("state") == FAILED]
     rows = tuple((str(a["rank"]), root_cause(index.failure(mesh["mesh"], a["rank"]),
                                              a.get("failure"))) for a in failed)

@@ -201,6 +201,8 @@ class _TreeBuilder:
         failed = sum(k.state == FAILED for k in kids)
         short_class = str(mesh.get("class_name", "")).rsplit(".", 1)[-1]
         note = f"{short_class} {extent}" + (f" · {failed} failed" if failed else "")
+        if mesh.get("service"):  # first: the note column is narrow
+            note = f"{service_note(mesh['service'])} · {note}"
         row = Row(key, "mesh", 3, mesh["name"], _worst(k.state for k in kids) if kids else
                   STARTING, mesh["mesh"], bool(actors), is_open, _sum(k.rate for k in kids),
                   _sum(k.queue for k in kids), _max(k.p50_ms for k in kids),
@@ -237,6 +239,14 @@ def running_note(actor: Mapping[str, Any]) -> str:
     first = running[0]
     more = f" +{len(running) - 1}" if len(running) > 1 else ""
     return f"in {first['method']} for {first['running_s']:.1f} s{more}"
+
+
+def service_note(service: Mapping[str, Any]) -> str:
+    """`replica 1 healthy, load 2` (or `replica 1 replaced`) for a service replica's mesh."""
+    where = f"replica {service.get('replica')}"
+    if not service.get("current", True):
+        return f"{where} replaced"
+    return f"{where} {service.get('state')}, load {service.get('outstanding', 0)}"
 
 
 def _procs_note(procs: list[dict[str, Any]]) -> str:

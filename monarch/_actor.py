@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
+
+# Builds what `Actor.options(...)` returns; registered by `monarch.service` (the public
+# surface imports it), so the runtime never imports the service layer.
+_options_factory: Callable[..., Any] | None = None
+
+
+def set_options_factory(factory: Callable[..., Any]) -> None:
+    """Registers the builder behind `Actor.options` (monarch.service does, on import)."""
+    global _options_factory
+    _options_factory = factory
 
 
 class Actor:
@@ -22,3 +32,11 @@ class Actor:
 
     def __supervise__(self, failure: Any) -> bool:
         return False
+
+    @classmethod
+    def options(cls, **options: Any) -> Any:
+        """How to run this class as a service: `await Cls.options(procs=1,
+        num_replicas=2).as_service(*args)` (see `monarch.service.ServiceOptions`)."""
+        if _options_factory is None:
+            raise RuntimeError("Actor.options needs monarch.service: import monarch.actor")
+        return _options_factory(cls, **options)

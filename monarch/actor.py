@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _jobstart, _supervision, config  # noqa: F401 - _jobstart: the job starts on use
+from . import service  # noqa: F401 - registers what Actor.options returns
 from ._actor import Actor
 from ._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
 from ._channel import Channel, Port, PortReceiver

@@ -235,7 +235,10 @@ class AdminClient:
 
     def topology(self) -> dict[str, Any]:
         """`{"hosts": [{id, hostname, procs: [...]}], "meshes": [{..., actors: [...]}],
-        "failures": [...]}` with state, pid and counters."""
+        "failures": [...], "services": [...]}` with state, pid and counters; a service is
+        {name, router, router_proc, state, replicas: [{replica, generation, mesh, state,
+        outstanding, routed}], replaced: [...], healthy, load, retried}, and a mesh that is a replica
+        carries `service` (name, replica, generation, state, outstanding, routed, current)."""
         return self._get("/v1/topology")
 
     def logs(self, mesh: str | None = None, rank: int | None = None, text: str | None = None,

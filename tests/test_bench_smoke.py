@@ -36,6 +36,7 @@ ROWS = [
     "rdma_write_256MiB_GBps",
     "rdma_tcp_read_256MiB_GBps",
     "rdma_tcp_write_1MiB_GBps",
+    "weights_sync_256MiB_4gen_GBps",
     "death_to_error_ms",
     "death_to_supervise_ms",
     "call_one_p50_telemetry_on_us",

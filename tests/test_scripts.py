@@ -68,6 +68,7 @@ def test_every_example_is_smoke_tested():
     assert {p.name for p in (ROOT / "examples").glob("*.py")} <= set(EXAMPLES) | EXTRA_EXAMPLES
 
 
-EXTRA_EXAMPLES: set[str] = {"spmd_ddp_train.py"}
+EXTRA_EXAMPLES: set[str] = {"spmd_ddp_train.py", "rl_grpo.py", "ft_training.py"}
 """Examples smoke-tested by other test modules or examples: `spmd_ddp_train.py` is a torchrun
-script (it needs torchrun's environment), run by `spmd_ddp.py` and tests/test_spmd.py."""
+script (it needs torchrun's environment), run by `spmd_ddp.py` and tests/test_spmd.py;
+`rl_grpo.py` and `ft_training.py` run in tests/test_workloads.py."""

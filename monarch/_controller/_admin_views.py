@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import telemetry
+from . import _admin_services
 from ._supervisor import FAILED, RUNNING, STARTING, STOPPED, STOPPING
 
 CONTROLLER = "controller"
@@ -54,7 +55,8 @@ def _mesh_copy(m: Any) -> dict[str, Any]:
 
 def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
     """Hosts → procs (with counters) and meshes → actors (with counters and failures)."""
-    index = MetricIndex(store.metrics(by_process=True))
+    points = store.metrics(by_process=True)
+    index = MetricIndex(points)
     procs = [snap["controller"], *snap["procs"]]
     for mesh in snap["meshes"]:
         for proc in mesh["ranks"].values():
@@ -62,10 +64,11 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
                 snap["controller"]["meshes"].append(mesh["mesh"])
     proc_states = {p["proc"]: p["state"] for p in procs}
     live = Live(store.actor_statuses(), float(snap.get("stall_s", DEFAULT_STALL_S)))
-    return {"hosts": _hosts(procs, index, snap["proc_extents"]),
-            "meshes": [_mesh(m, index, snap["failures"], proc_states, live)
-                       for m in snap["meshes"]],
-            "failures": [failure_dict(f) for f in snap["failures"]],
+    meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]]
+    found = _admin_services.services(points)
+    _admin_services.annotate(meshes, found)
+    return {"hosts": _hosts(procs, index, snap["proc_extents"]), "meshes": meshes,
+            "failures": [failure_dict(f) for f in snap["failures"]], "services": found,
             "stall_s": live.stall_s}
 
 
