@@ -32,6 +32,10 @@ def run_root() -> Path:
 OWNER = "controller.pid"
 """Inside a job's run directory: `<pid> <process start time>` of its controller."""
 
+KEPT = frozenset({"allocations"})
+"""Directories of the run root that are not a job's (allocation records outlive their
+creator: `monarch.job` keeps them)."""
+
 STALE_WITHOUT_OWNER_S = 600.0
 """A run directory without an owner file this old is debris of a job that never got going."""
 
@@ -48,7 +52,7 @@ def sweep_dead(root: Path) -> list[Path]:
 
     removed = []
     for run_dir in root.iterdir():
-        if not run_dir.is_dir() or run_dir.is_symlink():
+        if not run_dir.is_dir() or run_dir.is_symlink() or run_dir.name in KEPT:
             continue
         try:
             owner = (run_dir / OWNER).read_text().split()
@@ -64,11 +68,13 @@ def sweep_dead(root: Path) -> list[Path]:
 
 
 def _start_time(pid: int) -> str:
-    """The process's start time (clock ticks since boot): with the pid, it names one process."""
+    """The process's start time (clock ticks since boot): with the pid, it names one process
+    ("gone" once it exited, zombies included)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return "gone"
+    return "gone" if fields[0] in ("Z", "X") or len(fields) < 20 else fields[19]
 
 
 IPC_PATH_MAX = 100

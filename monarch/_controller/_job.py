@@ -84,13 +84,9 @@ class Job:
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
         """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
-        self.agent = HostAgent(
-            on_fork=lambda proc, pid: self.runtime.call_soon(
-                lambda: self.supervisor.proc_forked(proc, pid)),
-            on_exit=lambda pid, status: self.runtime.call_soon(
-                lambda: self.supervisor.proc_exited(pid, status)),
-            on_lost=lambda: self.runtime.call_soon(
-                lambda: self.supervisor.lost_host(LOCAL_HOST)))
+        self.agents: dict[str, HostAgent] = {}
+        """The local host's agents (zygotes) by the interpreter they run."""
+        self.agent = self.local_agent(sys.executable)
         self.host_mesh = local_host_mesh(LOCAL_HOST)
         view = View.dense([], [])
         self.proc_mesh = ProcMesh(procs="ctl", table=(self.runtime.address,), full=view,
@@ -111,6 +107,20 @@ class Job:
         self.exporters = start_exporters(self)
         self.admin = start_admin(self)
         atexit.register(self.shutdown)
+
+    def local_agent(self, python: str) -> HostAgent:
+        """This host's agent whose zygote runs `python` (created on first use)."""
+        agent = self.agents.get(python)
+        if agent is None:
+            agent = self.agents[python] = HostAgent(
+                on_fork=lambda proc, pid: self.runtime.call_soon(
+                    lambda: self.supervisor.proc_forked(proc, pid)),
+                on_exit=lambda pid, status: self.runtime.call_soon(
+                    lambda: self.supervisor.proc_exited(pid, status)),
+                on_lost=lambda: self.runtime.call_soon(
+                    lambda: self.supervisor.lost_host(LOCAL_HOST)),
+                python=python)
+        return agent
 
     def _record_failure(self, failure: dict[str, Any]) -> None:
         self.store.add(telemetry.FailureRecord(
@@ -177,7 +187,7 @@ class Job:
     # -- services (I/O thread) -------------------------------------------------------------
     def spawn_procs(self, hosts: list[str], labels: list[str], sizes: list[int],
                     name: str | None, bootstrap: Any, owner_id: str = "root",
-                    owner: str = "") -> Any:
+                    owner: str = "", python: str | None = None) -> Any:
         unknown = [h for h in hosts if h != LOCAL_HOST and h not in self.workers.hosts]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
@@ -206,11 +216,12 @@ class Job:
                                        table if local else None, boot)
             if host == LOCAL_HOST:
                 address = table[rank] or f"tcp://{tcp_host}:0"
-                self.agent.fork(proc, dict(config, address=address))
+                self.local_agent(python or sys.executable).fork(
+                    proc, dict(config, address=address))
             else:  # a remote proc keeps its node's environment (Slurm's variables and all)
                 remote.setdefault(host, []).append((proc, dict(config, env=None)))
         for host, batch in remote.items():
-            self.workers.fork(host, batch)
+            self.workers.fork(host, batch, python)
         self._maybe_preload()
         if local:
             return procs, table
@@ -248,7 +259,8 @@ class Job:
         if record.pid is None:
             return
         if record.host_id == LOCAL_HOST:
-            self.agent.signal(record.pid, sig)
+            for agent in self.agents.values():
+                agent.signal(record.pid, sig)  # only the zygote that forked it signals it
         else:
             self.workers.signal(record.host_id, record.pid, sig)
 
@@ -259,7 +271,8 @@ class Job:
                 "run_dir": str(self.run_dir), "proc": proc, "procs": procs, "rank": rank,
                 "labels": labels, "sizes": sizes, "table": table,
                 "controller": self.runtime.address, "host_id": LOCAL_HOST,
-                "hostname": self.hostname, "env": dict(os.environ), "path": list(sys.path),
+                "hostname": self.hostname, "path": list(sys.path),
+                "env": dict(os.environ, MONARCH_WORKSPACE_DIR=str(self.run_dir / "workspace")),
                 "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
 
     def _maybe_preload(self) -> None:
@@ -336,7 +349,8 @@ class Job:
         self.runtime.call_soon(self.workers.shutdown)
         time.sleep(0.05)
         self.exporters.close()
-        self.agent.close()
+        for agent in self.agents.values():
+            agent.close()
         self.runtime.close()
         sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
         shutil.rmtree(self.run_dir, ignore_errors=True)
