@@ -91,9 +91,9 @@ class HostMesh(OnView):
             A future (also awaitable) of a `WorkspaceSyncStats`: files and bytes sent to each
             host, files deleted, modules reloaded.
         """
-        from ._workspace import sync
+        from ._workspace import _sync
 
-        return sync.sync_workspace(self, workspace if path is None else path, conda,
+        return _sync.sync_workspace(self, workspace if path is None else path, conda,
                                    auto_reload, both=workspace is not None and path is not None)
 
     def shutdown(self) -> Any:

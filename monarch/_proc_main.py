@@ -24,12 +24,14 @@ from ._process import ProcessRuntime
 from ._shape import View
 from ._wire import _serial
 from ._wire._messages import OK, Call, ProcStarted
+from ._workspace import _proc as _workspace_proc
 
 
 def run(config: dict[str, Any]) -> int:
     """Runs this process as proc `config["proc"]` until it is stopped; returns the exit code."""
     _lifeline.die_with_parent(os.getppid())
     _adopt_environment(config)
+    _workspace_proc.startup_paths()
     identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
                                run_dir=Path(config["run_dir"]), name=config["proc"],
                                hostname=config["hostname"],
@@ -65,6 +67,7 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     """A proc's system agent (see `_agent`), plus what only procs do: stop_proc, and the
     controller's notices of dead procs and failed actors."""
     _agent.install(runtime, proc_mesh)
+    _workspace_proc.install(runtime)
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])

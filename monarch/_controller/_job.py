@@ -134,7 +134,7 @@ class Job:
         _agent.install(runtime, lambda: self.proc_mesh)
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
-                    "shutdown_hosts": self.shutdown_hosts,
+                    "shutdown_hosts": self.shutdown_hosts, "live_procs": self.live_procs,
                     "attach_workers": self.workers.attach}
         for name, fn in services.items():
             _services.register(name, self._on_io(fn))
@@ -310,6 +310,13 @@ class Job:
                        level: int) -> None:
         self.log_options = {"stream_to_client": stream_to_client,
                             "aggregate_window_sec": aggregate_window_sec, "level": level}
+
+    def live_procs(self, hosts: list[str]) -> list[tuple[Any, ...]]:
+        """(host, proc mesh, rank, address, labels, sizes) of each running proc on `hosts`."""
+        wanted = set(hosts)
+        return [(r.host_id, r.procs, r.rank, r.address, *self.proc_extents.get(r.procs, ([], [])))
+                for r in self.supervisor.procs.values()
+                if r.state == RUNNING and r.host_id in wanted and r.address]
 
     def shutdown_hosts(self, hosts: list[str]) -> Future[None]:
         records = [r for r in self.supervisor.procs.values()
