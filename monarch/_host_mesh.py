@@ -98,7 +98,7 @@ class HostMesh(OnView):
 
     def shutdown(self) -> Any:
         """Stops every proc this job started on these hosts."""
-        return _services.call("shutdown_hosts", list(self._hosts))
+        return _services.call("shutdown_hosts", [self._hosts[r] for r in self._view.ranks()])
 
     stop = shutdown
 

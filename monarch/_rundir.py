@@ -42,7 +42,10 @@ STALE_WITHOUT_OWNER_S = 600.0
 
 def claim(run_dir: Path) -> None:
     """Records this process as the owner of `run_dir` (so later jobs can tell it is alive)."""
-    (run_dir / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+    # Atomically: a sweep of another process must never read a half-written owner file.
+    tmp = run_dir / f".{OWNER}.{os.getpid()}"
+    tmp.write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+    os.replace(tmp, run_dir / OWNER)
 
 
 def sweep_dead(root: Path) -> list[Path]:

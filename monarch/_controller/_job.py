@@ -135,6 +135,7 @@ class Job:
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
                     "shutdown_hosts": self.shutdown_hosts, "live_procs": self.live_procs,
+                    "detach_workers": self.detach_workers,
                     "attach_workers": self.workers.attach}
         for name, fn in services.items():
             _services.register(name, self._on_io(fn))
@@ -318,9 +319,10 @@ class Job:
                 for r in self.supervisor.procs.values()
                 if r.state == RUNNING and r.host_id in wanted and r.address]
 
-    def shutdown_hosts(self, hosts: list[str]) -> Future[None]:
+    def shutdown_hosts(self, hosts: list[str] | None) -> Future[None]:
+        """Stops every live proc on `hosts` (None: on every host); settles once they exited."""
         records = [r for r in self.supervisor.procs.values()
-                   if r.state in (STARTING, RUNNING)]
+                   if r.state in (STARTING, RUNNING) and (hosts is None or r.host_id in hosts)]
         by_mesh: dict[str, list[int]] = {}
         for record in records:
             by_mesh.setdefault(record.procs, []).append(record.rank)
@@ -339,6 +341,14 @@ class Job:
             out.set_result(None)
         return out
 
+    def detach_workers(self, addresses: list[str]) -> Future[None]:
+        """Stops this job's procs on those workers, then lets the workers go: an allocation
+        about to be killed is left without anyone calling its loss a failure."""
+        attached = [a for a in addresses if a in self.workers.hosts]
+        done = self.shutdown_hosts(attached)
+        done.add_done_callback(lambda: self.workers.release(attached))
+        return done
+
     # -- end -------------------------------------------------------------------------------
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stops every proc (gracefully, then by force), the zygote and the runtime."""
@@ -350,7 +360,7 @@ class Job:
             self.admin.close()
         try:
             if self.runtime._thread is not None and self.runtime._thread.is_alive():
-                _services.call("shutdown_hosts", [LOCAL_HOST]).get(timeout=timeout)
+                _services.call("shutdown_hosts", None).get(timeout=timeout)
         except Exception:  # noqa: BLE001 - forced below
             pass
         self.runtime.call_soon(self.workers.shutdown)

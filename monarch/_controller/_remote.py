@@ -82,6 +82,13 @@ class Workers:
                 self.runtime.notify(record.address, "shutdown",
                                     {"controller": self.runtime.address})
 
+    def release(self, addresses: list[str]) -> None:
+        """Detaches from these workers (they end what is left of this job there)."""
+        for address in addresses:
+            record = self.hosts.pop(address, None)
+            if record is not None and not record.lost:
+                self.runtime.notify(address, "shutdown", {"controller": self.runtime.address})
+
     def bind_host(self, address: str) -> str:
         """Where procs on that worker's host listen."""
         return self.hosts[address].bind_host
@@ -113,7 +120,7 @@ class Workers:
     def _settle(self) -> None:
         still = []
         for pending, done in self._waiting:
-            pending -= {a for a in pending if self.hosts[a].hostname}
+            pending -= {a for a in pending if a not in self.hosts or self.hosts[a].hostname}
             if pending:
                 still.append((pending, done))
             else:

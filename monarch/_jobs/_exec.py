@@ -109,7 +109,7 @@ def stream_command(targets: list[tuple[str, Any]], script: str,
     host label (`trainers/1`). A host that fails meanwhile counts `HOST_FAILED`."""
     from .._channel import Channel
 
-    port, receiver = Channel.open()
+    port, receiver = Channel[str].open()
     running: list[tuple[list[str], Any, Any]] = []
     for name, hosts in targets:
         procs = hosts.spawn_procs(name=f"exec-{name}")

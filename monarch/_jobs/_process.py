@@ -77,13 +77,28 @@ class ProcessJob(JobTrait):
         self._created, self._cwd = time.time(), os.getcwd()
         _allocation.write_secret(self._dir / "secret")
         try:
-            started = {key: self._spawn(key, ip) for key, ip in self._host_ips().items()}
-            for key, (child, ready) in started.items():
-                self._host_to_pid[key] = _wait_ready(child, ready)
+            self._start(self._host_ips())
         except BaseException:
             self._kill()
             raise
         self._record()
+
+    def _start(self, hosts: dict[str, str]) -> None:
+        """Starts a worker per host key on its address; on a failure, none of them is left."""
+        started: list[subprocess.Popen[bytes]] = []
+        try:
+            waiting = []
+            for key, ip in hosts.items():
+                child, ready = self._spawn(key, ip)
+                started.append(child)
+                waiting.append((key, child, ready))
+            for key, child, ready in waiting:
+                self._host_to_pid[key] = _wait_ready(child, ready)
+        except BaseException:
+            for child in started:
+                child.kill()
+                child.wait()
+            raise
 
     def _host_ips(self) -> dict[str, str]:
         """Host key (`trainers_0`) -> its loopback address, in mesh order."""
@@ -125,9 +140,7 @@ class ProcessJob(JobTrait):
         if not dead:
             return
         ips = self._host_ips()
-        started = {key: self._spawn(key, ips[key]) for key in dead}
-        for key, (child, ready) in started.items():
-            self._host_to_pid[key] = _wait_ready(child, ready)
+        self._start({key: ips[key] for key in dead})
         self._cache_stale = True
         sweep_dead(run_root())  # the dead workers' run directories
         self._record()
@@ -159,6 +172,10 @@ class ProcessJob(JobTrait):
         self._dir = None
 
     # -- bookkeeping -----------------------------------------------------------------------
+    def worker_addresses(self) -> list[str]:
+        """The addresses of the allocation's host workers."""
+        return [state.channel for state in self._host_to_pid.values()]
+
     @property
     def workers(self) -> dict[str, ProcessState]:
         """Each host's worker (pid, address), by host key (`trainers_0`)."""

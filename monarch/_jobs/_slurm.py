@@ -174,13 +174,8 @@ class SlurmJob(JobTrait):
             self._all_hostnames = self._wait_for_job_start()
             self._record()
         secret = Path(self._secret_file).read_text().strip().encode()
-        hosts, index = {}, 0
-        for mesh, count in self._meshes.items():
-            nodes = self._all_hostnames[index:index + count]
-            index += count
-            addresses = [f"tcp://{socket.gethostbyname(node)}:{self._port + task}"
-                         for node in nodes for task in range(self._ntasks_per_node)]
-            hosts[mesh] = attach_to_workers(addresses, name=mesh, secret=secret)
+        hosts = {mesh: attach_to_workers(addresses, name=mesh, secret=secret)
+                 for mesh, addresses in self._addresses().items()}
         return JobState(hosts)
 
     def _wait_for_job_start(self) -> list[str]:
@@ -231,6 +226,19 @@ class SlurmJob(JobTrait):
         self._dir = None
 
     # -- bookkeeping -----------------------------------------------------------------------
+    def worker_addresses(self) -> list[str]:
+        """The addresses of the allocation's host workers (known once it ran)."""
+        return [a for mesh in self._addresses().values() for a in mesh]
+
+    def _addresses(self) -> dict[str, list[str]]:
+        nodes, index, addresses = self._all_hostnames, 0, {}
+        for mesh, count in self._meshes.items():
+            addresses[mesh] = [f"tcp://{_resolve(n)}:{self._port + t}"
+                               for n in nodes[index:index + count]
+                               for t in range(self._ntasks_per_node)]
+            index += count
+        return addresses
+
     @property
     def slurm_job_id(self) -> str | None:
         """The Slurm job id of the allocation (None before `apply()`)."""
@@ -245,15 +253,10 @@ class SlurmJob(JobTrait):
     def _record(self) -> None:
         if self._dir is None:
             return
-        nodes, index, addresses = self._all_hostnames, 0, {}
-        for mesh, count in self._meshes.items():
-            addresses[mesh] = [f"tcp://{_resolve(n)}:{self._port + t}"
-                               for n in nodes[index:index + count]
-                               for t in range(self._ntasks_per_node)]
-            index += count
         _allocation.write_record(self._dir, {
-            "type": "SlurmJob", "meshes": self._meshes, "addresses": addresses,
-            "slurm_job_id": self._slurm_job_id, "nodes": nodes, "created": self._created,
+            "type": "SlurmJob", "meshes": self._meshes, "addresses": self._addresses(),
+            "slurm_job_id": self._slurm_job_id, "nodes": self._all_hostnames,
+            "created": self._created,
             "cwd": os.getcwd(), "log_dir": self._log_dir}, self)
 
 

@@ -70,6 +70,9 @@ class JobTrait(ABC):
     the job (with its allocation's identity) and `job_load()`/`job_loads()` read it back.
     """
 
+    _cache_stale = False
+    """Set by `_state()` when the allocation changed (a host replaced): `state()` saves it."""
+
     def __init__(self) -> None:
         self._status: Literal["running", "not_running"] | CachedRunning = "not_running"
         self._apply_id: str | None = None
@@ -137,7 +140,7 @@ class JobTrait(ABC):
 
     def _connect(self, running: "JobTrait", cached_path: str | None) -> JobState:
         state = running._state()
-        if cached_path is not None and getattr(running, "_cache_stale", False):
+        if cached_path is not None and running._cache_stale:
             running._cache_stale = False  # e.g. a dead host was replaced: save the new one
             running.dump(cached_path)
         return JobState(dict(state._hosts))
@@ -170,11 +173,17 @@ class JobTrait(ABC):
         return job
 
     def kill(self) -> None:
-        """Ends the allocation (its workers and every proc on them)."""
+        """Ends the allocation (its workers and every proc on them). A controller attached
+        to it stops its procs there first: the loss of those hosts is no failure."""
         running = self._running
         if running is not None:
+            _detach(running.worker_addresses())
             running._kill()
         self._status = "not_running"
+
+    def worker_addresses(self) -> list[str]:
+        """The addresses of the allocation's host workers (empty when it has none)."""
+        return []
 
     # -- saving ----------------------------------------------------------------------------
     def dump(self, filename: str) -> None:
@@ -210,6 +219,19 @@ class JobTrait(ABC):
     def _is_running(self) -> bool:
         """Whether the allocation is alive (without attaching to it)."""
         return self.can_run(self)
+
+
+def _detach(addresses: list[str]) -> None:
+    """If this process is a controller attached to these workers, detaches from them."""
+    from .. import _services
+
+    detach = _services.local_service("detach_workers")
+    if detach is None or not addresses:
+        return
+    try:
+        detach(addresses).get(timeout=60)
+    except Exception as exc:  # noqa: BLE001 - the kill goes on; its loss may be reported
+        logger.warning("could not detach from the workers before the kill: %s", exc)
 
 
 def _kill_quietly(job: JobTrait) -> None:

@@ -65,6 +65,7 @@ def install(runtime: ProcessRuntime) -> None:
 
 
 def _update(runtime: ProcessRuntime, msg: Call, body: dict[str, Any]) -> None:
+    payload: Any
     try:
         add_paths(body["dirs"])
         reloaded = reload_changed(body["changed"]) if body.get("reload") else []
