@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ("_status", "_logs", "_actions", "_debug", "_trace", "_top")
+COMMAND_MODULES = ("_status", "_logs", "_actions", "_debug", "_trace", "_jobs", "_top")
 
 
 @app.callback()

@@ -60,6 +60,9 @@ def run(config: dict[str, Any]) -> int:
         config["proc"], os.getpid(), runtime.address, config["hostname"]))
     runtime.run_here()
     runtime.outbox.close(linger_ms=1000)
+    # Closing a socket only queues its last messages for zmq's I/O thread; the process exits
+    # right after (os._exit in the zygote's child), so wait (1 s at most) until they left.
+    runtime.ctx.destroy(linger=1000)
     return 0
 
 
@@ -97,9 +100,17 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
             slot.done.wait(timeout=10)
         if port is not None:
             runtime.reply(port, index, OK)
-        runtime.call_soon(runtime.close)
+        runtime.call_soon(lambda: _close(runtime))
 
     threading.Thread(target=stop_all, name="monarch-stop", daemon=True).start()
+
+
+def _close(runtime: ProcessRuntime) -> None:
+    """Ships the telemetry recorded since the last shipment (a stopped proc's last transfers
+    and logs reach the controller), then ends the loop. On the loop."""
+    if runtime.flush_telemetry is not None:
+        runtime.flush_telemetry()
+    runtime.close()
 
 
 def _bind_host(address: str) -> str:

@@ -172,6 +172,11 @@ class ProcessJob(JobTrait):
         self._dir = None
 
     # -- bookkeeping -----------------------------------------------------------------------
+    @property
+    def allocation_id(self) -> str | None:
+        """The allocation's id (`monarch jobs`, `monarch kill --job ID`), once applied."""
+        return self._dir.name if self._dir is not None else None
+
     def worker_addresses(self) -> list[str]:
         """The addresses of the allocation's host workers."""
         return [state.channel for state in self._host_to_pid.values()]

@@ -226,6 +226,11 @@ class SlurmJob(JobTrait):
         self._dir = None
 
     # -- bookkeeping -----------------------------------------------------------------------
+    @property
+    def allocation_id(self) -> str | None:
+        """The allocation's id (`monarch jobs`, `monarch kill --job ID`), once applied."""
+        return self._dir.name if self._dir is not None else None
+
     def worker_addresses(self) -> list[str]:
         """The addresses of the allocation's host workers (known once it ran)."""
         return [a for mesh in self._addresses().values() for a in mesh]
