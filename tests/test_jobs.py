@@ -13,10 +13,25 @@ from pathlib import Path
 import pytest
 from waiting import alive, wait_gone, wait_until
 
-from monarch.job import ProcessJob, job_load, list_allocations
+from monarch.actor import Actor, endpoint, this_host
+from monarch.job import LocalJob, ProcessJob, job_load, list_allocations
 
 CLIENT = Path(__file__).with_name("job_client.py")
 pytestmark = pytest.mark.timeout(300)
+
+
+class Probe(Actor):
+    @endpoint
+    def env(self, name: str) -> tuple:
+        """The variable in this proc and in its zygote (its parent)."""
+        with open(f"/proc/{os.getppid()}/environ", "rb") as f:
+            zygote = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        value = zygote.get(name.encode())
+        return os.environ.get(name), value.decode() if value is not None else None
+
+    @endpoint
+    def start_sleeper(self) -> int:
+        return subprocess.Popen(["sleep", "600"]).pid
 
 
 def run_client(cwd: Path, *args: str) -> dict:
@@ -114,8 +129,77 @@ def test_state_restarts_a_dead_host_and_kill_ends_everything(fault_log, tmp_path
     saved = job_load(str(tmp_path / "job.pkl"))
     assert saved.workers["hosts_1"].pid == after["hosts_1"].pid  # the cache follows
     procs = state.hosts.slice(hosts=1).spawn_procs(per_host={"gpus": 1})
-    assert procs.initialized.get(timeout=60)
+    sleeper = procs.spawn("probe", Probe).start_sleeper.call_one().get(timeout=60)
     job.kill()
     wait_gone(*(s.pid for s in after.values()))
+    wait_gone(sleeper)  # what a proc started does not outlive the allocation
     assert not [r for r in list_allocations() if r["path"] == str(saved._dir)]
     assert not any(alive(s.pid) for s in after.values())
+
+
+def test_with_python_executable_runs_procs_under_another_interpreter(fault_log, tmp_path):
+    wrapper = tmp_path / "python-wrapper"
+    wrapper.write_text(f"#!/bin/sh\nMONARCH_WRAPPED=yes exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    job = ProcessJob({"hosts": 1})
+    try:
+        hosts = job.state(cached_path=None).hosts
+        plain = hosts.spawn_procs().spawn("plain", Probe)
+        wrapped = hosts.with_python_executable(str(wrapper)).spawn_procs().spawn("wrapped", Probe)
+        assert plain.env.call_one("MONARCH_WRAPPED").get(timeout=60) == (None, None)
+        # A remote proc keeps its host's environment: the wrapper's zygote's.
+        assert wrapped.env.call_one("MONARCH_WRAPPED").get(timeout=60) == ("yes", "yes")
+        local = this_host().with_python_executable(str(wrapper)).spawn_procs()
+        # A local proc takes the controller's environment; its zygote is the wrapper's.
+        assert local.spawn("local", Probe).env.call_one("MONARCH_WRAPPED").get(
+            timeout=60) == (None, "yes")
+        local.stop().get(timeout=30)
+    finally:
+        job.kill()
+
+
+def test_local_job_is_this_host_under_every_name(tmp_path):
+    job = LocalJob(hosts=("trainers", "workers"))
+    state = job.state(cached_path=str(tmp_path / "job.pkl"))
+    assert state.trainers.extent.labels == [] and state.workers.extent.labels == []
+    assert not job.can_run(job)  # a local job is never reused: it costs nothing
+    assert isinstance(job_load(str(tmp_path / "job.pkl")), LocalJob)
+    with pytest.raises(AttributeError, match="Available names: trainers, workers"):
+        state.evaluators
+
+
+HOSTS_FROM_CONFIG = """
+from monarch.job import hosts_from_config
+from monarch.actor import this_host
+hosts = hosts_from_config("trainers")
+assert hosts.spawn_procs().initialized.get(timeout=120)
+print(len(hosts), flush=True)
+"""
+
+
+def test_hosts_from_config_uses_the_project_job_or_two_local_hosts(tmp_path):
+    (tmp_path / "script.py").write_text(HOSTS_FROM_CONFIG)
+    env = dict(os.environ, MONARCH_RUN_DIR=str(tmp_path / "run"))
+
+    def run() -> str:
+        out = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def allocations() -> list[dict]:
+        records = (tmp_path / "run" / "allocations").glob("*/allocation.json")
+        return [json.loads(p.read_text()) for p in records]
+
+    assert run() == "2"  # no project job: two local hosts, for this run only
+    assert allocations() == []
+    (tmp_path / "job.py").write_text("from monarch.job import ProcessJob\n"
+                                     "job = ProcessJob({'trainers': 3})\n")
+    os.makedirs(tmp_path / ".monarch" / "default")
+    (tmp_path / ".monarch" / "default" / "spec").write_text(str(tmp_path / "job.py"))
+    assert run() == "3"  # the project's job, which stays for the next run
+    [record] = allocations()
+    assert run() == "3"
+    assert [a["id"] for a in allocations()] == [record["id"]]
+    job_load(str(tmp_path / ".monarch" / "job_state.pkl")).kill()
+    wait_gone(*(w["pid"] for w in record["workers"]))

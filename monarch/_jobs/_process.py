@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._rundir import _start_time, run_root, sweep_dead
+from .._rundir import _start_time, sweep_dead
 from . import _allocation
 from ._trait import JobState, JobTrait
 
@@ -111,7 +111,8 @@ class ProcessJob(JobTrait):
         ready = self._dir / f"{key}.ready"
         ready.unlink(missing_ok=True)
         env = dict(os.environ, **(self._env or {}),
-                   MONARCH_WORKER_SECRET_FILE=str(self._dir / "secret"))
+                   MONARCH_WORKER_SECRET_FILE=str(self._dir / "secret"),
+                   MONARCH_RUN_DIR=str(self._dir.parent.parent))  # where the allocation is
         env.pop("MONARCH_WORKER_SECRET", None)
         with open(self._dir / f"{key}.log", "ab") as log:
             child = subprocess.Popen(
@@ -142,7 +143,7 @@ class ProcessJob(JobTrait):
         ips = self._host_ips()
         self._start({key: ips[key] for key in dead})
         self._cache_stale = True
-        sweep_dead(run_root())  # the dead workers' run directories
+        sweep_dead(self._require_dir().parent.parent)  # the dead workers' run directories
         self._record()
 
     def can_run(self, spec: JobTrait) -> bool:
@@ -156,18 +157,23 @@ class ProcessJob(JobTrait):
                 and all(_alive(state) for state in self._host_to_pid.values()))
 
     def _kill(self) -> None:
-        states = list(self._host_to_pid.values())
+        states = [s for s in self._host_to_pid.values() if _alive(s)]
+        # Every session below the workers (theirs, their zygotes', what procs started): what
+        # a proc ran (`monarch exec 'sleep 1000'`) must not outlive the allocation.
+        sessions = _sessions_below([s.pid for s in states])
         for state in states:
-            if _alive(state):
-                _signal(state.pid, signal.SIGTERM)  # the worker ends its procs and zygote
+            _signal(state.pid, signal.SIGTERM)  # the worker ends its procs and zygotes
         deadline = time.monotonic() + KILL_GRACE_S
         while time.monotonic() < deadline and any(_alive(s) for s in states):
             time.sleep(0.05)
-        for state in states:
-            if _alive(state):
-                _signal(state.pid, signal.SIGKILL)  # its zygote and procs die with it
+        for pid in _session_members(sessions):
+            _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline and _session_members(sessions):
+            time.sleep(0.05)
         self._host_to_pid.clear()
-        sweep_dead(run_root())
+        if self._dir is not None and self._dir.parent.parent.is_dir():
+            sweep_dead(self._dir.parent.parent)  # the run root the workers used
         _allocation.remove(self._dir)
         self._dir = None
 
@@ -203,6 +209,51 @@ class ProcessJob(JobTrait):
 
 def _alive(state: ProcessState) -> bool:
     return _allocation.pid_alive(state.pid, state.start_time or None)
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process (from /proc)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            out[int(entry)] = (int(fields[1]), fields[0])
+    return out
+
+
+def _sessions_below(pids: list[int]) -> set[int]:
+    """The session ids of `pids` and of all their descendants, except this process's own."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        try:
+            found.add(os.getsid(pid))
+        except OSError:
+            pass
+        todo.extend(children.get(pid, ()))
+    return found - {os.getsid(0)}
+
+
+def _session_members(sessions: set[int]) -> list[int]:
+    """Live processes (zombies excluded) of these sessions."""
+    members = []
+    for pid, (_, state) in _processes().items():
+        if state in ("Z", "X") or pid == os.getpid():
+            continue
+        try:
+            if os.getsid(pid) in sessions:
+                members.append(pid)
+        except OSError:
+            continue
+    return members
 
 
 def _signal(pid: int, sig: int) -> None:
