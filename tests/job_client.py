@@ -32,8 +32,8 @@ def make_job(args: argparse.Namespace):
         return ProcessJob({"trainers": 2, "gen": 1})
     from monarch.job import SlurmJob
 
-    return SlurmJob({"trainers": 2, "gen": 1}, monarch_port=args.port, log_dir=args.log_dir,
-                    job_start_timeout=120)
+    return SlurmJob({"trainers": 3, "gen": 1}, monarch_port=args.port, log_dir=args.log_dir,
+                    job_start_timeout=120)  # the 4 nodes of the test cluster
 
 
 def main() -> None:

@@ -119,7 +119,7 @@ def test_slurm_allocation_outlives_the_script_and_a_cancelled_one_is_replaced(sl
     try:
         first = run_client(tmp_path, port, tmp_path / "logs")
         nodes = {m: sorted(v["node"] for v in vals) for m, vals in first["meshes"].items()}
-        assert len(set(nodes["trainers"])) == 2 and len(set(nodes["gen"])) == 1
+        assert len(set(nodes["trainers"])) == 3 and len(set(nodes["gen"])) == 1
         assert not set(nodes["trainers"]) & set(nodes["gen"])  # one allocation, split by mesh
         workers = {v["worker"] for vals in first["meshes"].values() for v in vals}
         job = job_load(str(cache))

@@ -173,6 +173,8 @@ class SlurmJob(JobTrait):
         if not self._all_hostnames:
             self._all_hostnames = self._wait_for_job_start()
             self._record()
+        elif not self._jobs_active():
+            raise RuntimeError(f"SLURM job {self._slurm_job_id} is no longer active")
         secret = Path(self._secret_file).read_text().strip().encode()
         hosts = {mesh: attach_to_workers(addresses, name=mesh, secret=secret)
                  for mesh, addresses in self._addresses().items()}
