@@ -203,3 +203,18 @@ def test_hosts_from_config_uses_the_project_job_or_two_local_hosts(tmp_path):
     assert [a["id"] for a in allocations()] == [record["id"]]
     job_load(str(tmp_path / ".monarch" / "job_state.pkl")).kill()
     wait_gone(*(w["pid"] for w in record["workers"]))
+
+
+def test_exec_command_runs_on_the_hosts_and_returns_the_worst_exit_code(tmp_path, capfd):
+    from monarch.job import exec_command
+
+    hosts = LocalJob().state(cached_path=None).hosts
+    code = exec_command(hosts, ["sh", "-c", "echo said-$MONARCH_RANK_gpus; exit $((2 + "
+                                "MONARCH_RANK_gpus))"], per_host={"gpus": 2}).get(timeout=120)
+    assert code == 3
+    assert sorted(line for line in capfd.readouterr().out.splitlines()
+                  if line.startswith("said-")) == ["said-0", "said-1"]
+    out = tmp_path / "out"
+    assert exec_command(hosts, ["pwd"], workdir=str(tmp_path),
+                        output_dir=str(out)).get(timeout=120) == 0
+    assert (out / "stdout.txt").read_text().strip() == str(tmp_path)
