@@ -23,13 +23,22 @@ SLICE_HELP = "Which ranks: 'gpus=0:2', 'hosts=0, gpus=0:4', 'gpus=(1,3)'; empty 
 
 
 def kill(ctx: typer.Context,
-         mesh: str = typer.Argument(..., help="Mesh name or id (or a proc mesh id)."),
+         mesh: str | None = typer.Argument(None, help="Mesh name or id (or a proc mesh id); "
+                                           "with --job, an allocation id."),
          selection: str = typer.Option("", "--slice", "-s", help=SLICE_HELP),
          sig: str = typer.Option("KILL", "--signal", help="Signal to send (KILL, TERM, INT...)."),
+         job: bool = typer.Option(False, "--job", help="Kill an allocation (its workers and "
+                                  "every proc on them): the one given, or this directory's."),
          yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
          as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
          ) -> None:
-    """Kills (SIGKILL) the processes of a slice of a mesh's ranks; the job sees failures."""
+    """Kills (SIGKILL) the processes of a slice of a mesh's ranks; the job sees failures.
+    With --job, ends an allocation instead."""
+    if job:
+        _kill_allocation(mesh, yes)
+        return
+    if mesh is None:
+        fail("which mesh? (`monarch ps` lists them; --job kills an allocation)", 2)
     admin = client(ctx)
     _confirm(admin, mesh, selection, f"Send SIG{sig.upper().removeprefix('SIG')} to", yes)
     result = call(admin.kill, mesh, selection, sig)
@@ -43,6 +52,46 @@ def kill(ctx: typer.Context,
             note(f"skipped {p['proc']} (rank {p['rank']}): it is {p['state']}")
     if not result["killed"]:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _kill_allocation(allocation: str | None, yes: bool) -> None:
+    """`monarch kill --job [ID]`: ends the allocation and forgets it."""
+    import os
+
+    from monarch.job import DEFAULT_JOB_PATH, job_load
+    from monarch._jobs._allocation import load_job
+
+    try:
+        found = load_job(allocation) if allocation else job_load(DEFAULT_JOB_PATH)
+    except FileNotFoundError:
+        fail(f"no job here ({DEFAULT_JOB_PATH}); `monarch jobs` lists allocations", 3)
+    except LookupError as exc:
+        fail(str(exc), 3)
+    running = found._running
+    ident = getattr(running, "allocation_id", None) or allocation or DEFAULT_JOB_PATH
+    if not yes:
+        try:
+            answer = typer.confirm(f"Kill allocation {ident} ({type(running).__name__})?",
+                                   default=False, err=True)
+        except typer.Abort:
+            answer = False
+        if not answer:
+            fail("aborted (nothing was done; --yes skips the question)")
+    found.kill()
+    if allocation is None or _same_allocation(DEFAULT_JOB_PATH, ident):
+        if os.path.exists(DEFAULT_JOB_PATH):
+            os.remove(DEFAULT_JOB_PATH)
+    typer.echo(f"killed allocation {ident}")
+
+
+def _same_allocation(path: str, ident: str) -> bool:
+    from monarch.job import job_load
+
+    try:
+        running = job_load(path)._running
+    except Exception:  # noqa: BLE001 - no readable cache here: nothing to forget
+        return False
+    return getattr(running, "allocation_id", None) == ident
 
 
 def stop(ctx: typer.Context,

@@ -21,7 +21,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ("_status", "_logs", "_actions", "_debug", "_trace", "_query", "_top")
+COMMAND_MODULES = ("_status", "_logs", "_actions", "_debug", "_trace", "_query", "_jobs",
+                   "_top")
 
 
 @app.callback()

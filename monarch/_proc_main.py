@@ -24,12 +24,14 @@ from ._process import ProcessRuntime
 from ._shape import View
 from ._wire import _serial
 from ._wire._messages import OK, Call, ProcStarted
+from ._workspace import _proc as _workspace_proc
 
 
 def run(config: dict[str, Any]) -> int:
     """Runs this process as proc `config["proc"]` until it is stopped; returns the exit code."""
     _lifeline.die_with_parent(os.getppid())
     _adopt_environment(config)
+    _workspace_proc.startup_paths()
     identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
                                run_dir=Path(config["run_dir"]), name=config["proc"],
                                hostname=config["hostname"],
@@ -58,6 +60,9 @@ def run(config: dict[str, Any]) -> int:
         config["proc"], os.getpid(), runtime.address, config["hostname"]))
     runtime.run_here()
     runtime.outbox.close(linger_ms=1000)
+    # Closing a socket only queues its last messages for zmq's I/O thread; the process exits
+    # right after (os._exit in the zygote's child), so wait (1 s at most) until they left.
+    runtime.ctx.destroy(linger=1000)
     return 0
 
 
@@ -65,6 +70,7 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     """A proc's system agent (see `_agent`), plus what only procs do: stop_proc, and the
     controller's notices of dead procs and failed actors."""
     _agent.install(runtime, proc_mesh)
+    _workspace_proc.install(runtime)
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])
@@ -97,9 +103,17 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
             runtime.final_telemetry()
         if port is not None:
             runtime.reply(port, index, OK)
-        runtime.call_soon(runtime.close)
+        runtime.call_soon(lambda: _close(runtime))
 
     threading.Thread(target=stop_all, name="monarch-stop", daemon=True).start()
+
+
+def _close(runtime: ProcessRuntime) -> None:
+    """Ships the telemetry recorded since the last shipment (a stopped proc's last transfers
+    and logs reach the controller), then ends the loop. On the loop."""
+    if runtime.flush_telemetry is not None:
+        runtime.flush_telemetry()
+    runtime.close()
 
 
 def _bind_host(address: str) -> str:

@@ -33,13 +33,23 @@ def run_root() -> Path:
 OWNER = "controller.pid"
 """Inside a job's run directory: `<pid> <process start time>` of its controller."""
 
+HISTORY = "history"
+"""The run root's folder of job histories (`monarch._history`): not a job's run directory."""
+
+KEPT = frozenset({"allocations", HISTORY})
+"""Directories of the run root that are not a job's: allocation records (`monarch.job`) and
+job histories outlive their creators."""
+
 STALE_WITHOUT_OWNER_S = 600.0
 """A run directory without an owner file this old is debris of a job that never got going."""
 
 
 def claim(run_dir: Path) -> None:
     """Records this process as the owner of `run_dir` (so later jobs can tell it is alive)."""
-    (run_dir / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+    # Atomically: a sweep of another process must never read a half-written owner file.
+    tmp = run_dir / f".{OWNER}.{os.getpid()}"
+    tmp.write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+    os.replace(tmp, run_dir / OWNER)
 
 
 def sweep_dead(root: Path) -> list[Path]:
@@ -49,7 +59,7 @@ def sweep_dead(root: Path) -> list[Path]:
 
     removed = []
     for run_dir in root.iterdir():
-        if not run_dir.is_dir() or run_dir.is_symlink() or run_dir.name == HISTORY:
+        if not run_dir.is_dir() or run_dir.is_symlink() or run_dir.name in KEPT:
             continue
         try:
             owner = (run_dir / OWNER).read_text().split()
@@ -64,21 +74,19 @@ def sweep_dead(root: Path) -> list[Path]:
     return removed
 
 
-HISTORY = "history"
-"""The run root's folder of job histories (`monarch._history`): not a job's run directory."""
-
-
 def start_time(pid: int) -> str:
     """The process's start time (clock ticks since boot): with the pid, it names one process."""
     return _start_time(pid)
 
 
 def _start_time(pid: int) -> str:
-    """The process's start time (clock ticks since boot): with the pid, it names one process."""
+    """The process's start time (clock ticks since boot): with the pid, it names one process
+    ("gone" once it exited, zombies included)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return "gone"
+    return "gone" if fields[0] in ("Z", "X") or len(fields) < 20 else fields[19]
 
 
 IPC_PATH_MAX = 100

@@ -33,13 +33,13 @@ def sinfo_idle() -> bool:
 
 @pytest.fixture(scope="module")
 def slurm():
-    """A running Slurm cluster of 2 nodes; started (and stopped) here if there is none."""
+    """A running Slurm cluster of 4 nodes; started (and stopped) here if there is none."""
     started = False
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     if not sinfo_idle():
         if sudo and not shutil.which("sudo"):
             pytest.skip("Slurm is not running, and neither root nor sudo can start it")
-        out = subprocess.run([*sudo, "bash", str(ROOT / ".ci" / "slurm-setup.sh"), "2"],
+        out = subprocess.run([*sudo, "bash", str(ROOT / ".ci" / "slurm-setup.sh"), "4"],
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stdout + out.stderr
         started = True
@@ -94,3 +94,71 @@ def test_slurm_job_spans_nodes_and_losing_one_is_a_supervision_event(slurm, tmp_
     finally:
         job.kill()
     wait_until(lambda: not worker_pids(port), "the Slurm workers to exit")
+
+
+CLIENT = Path(__file__).with_name("job_client.py")
+
+
+def run_client(cwd: Path, port: int, log_dir: Path) -> dict:
+    """Runs tests/job_client.py against a SlurmJob to its end; its JSON line."""
+    import json
+    import sys
+
+    out = subprocess.run([sys.executable, str(CLIENT), "slurm", "--port", str(port),
+                          "--log-dir", str(log_dir)], cwd=cwd, capture_output=True, text=True,
+                         timeout=200)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_slurm_allocation_outlives_the_script_and_a_cancelled_one_is_replaced(slurm, tmp_path):
+    from monarch.job import job_load
+
+    port = 25000 + os.getpid() % 1000
+    cache = tmp_path / ".monarch" / "job_state.pkl"
+    try:
+        first = run_client(tmp_path, port, tmp_path / "logs")
+        nodes = {m: sorted(v["node"] for v in vals) for m, vals in first["meshes"].items()}
+        assert len(set(nodes["trainers"])) == 3 and len(set(nodes["gen"])) == 1
+        assert not set(nodes["trainers"]) & set(nodes["gen"])  # one allocation, split by mesh
+        workers = {v["worker"] for vals in first["meshes"].values() for v in vals}
+        job = job_load(str(cache))
+        slurm_id = job._running.slurm_job_id
+        assert "OverSubscribe=NO" in subprocess.run(  # --exclusive: whole nodes
+            ["scontrol", "show", "job", slurm_id], capture_output=True, text=True).stdout
+
+        second = run_client(tmp_path, port, tmp_path / "logs")
+        assert {v["worker"] for vals in second["meshes"].values() for v in vals} == workers
+        assert job_load(str(cache))._running.slurm_job_id == slurm_id
+
+        subprocess.run(["scancel", slurm_id], check=True)
+        wait_until(lambda: not worker_pids(port), "the cancelled job's workers to exit")
+        third = run_client(tmp_path, port, tmp_path / "logs")
+        assert not {v["worker"] for vals in third["meshes"].values() for v in vals} & workers
+        assert job_load(str(cache))._running.slurm_job_id != slurm_id
+    finally:
+        if cache.exists():
+            job_load(str(cache)).kill()
+    wait_until(lambda: not worker_pids(port), "the Slurm workers to exit")
+
+
+def test_share_node_puts_two_workers_on_one_shared_node(slurm, tmp_path):
+    from monarch.job import SlurmJob
+
+    port = 26000 + os.getpid() % 1000
+    job = SlurmJob(meshes={"pair": 1}, log_dir=str(tmp_path / "logs"), monarch_port=port,
+                   job_start_timeout=120)
+    job.share_node(tasks_per_node=2, gpus_per_task=0, partition="debug")
+    try:
+        hosts = job.state(cached_path=None).pair
+        assert hosts.sizes == {"hosts": 2}  # two workers of one node
+        found = hosts.spawn_procs().spawn("shared", Where).where.call().get(timeout=60)
+        assert len({info["node"] for info in found.values()}) == 1
+        shown = subprocess.run(["scontrol", "show", "job", job.slurm_job_id],
+                               capture_output=True, text=True).stdout
+        assert "OverSubscribe=OK" in shown and "NumTasks=2" in shown
+        assert "CPUs/Task=2" in shown  # half of a 4-CPU node per task
+    finally:
+        job.kill()
+    wait_until(lambda: not worker_pids(port) and not worker_pids(port + 1),
+               "the Slurm workers to exit")

@@ -91,13 +91,9 @@ class Job:
         self.telemetry_enabled = _instrument.enabled_by_default()
         self.stall_s = _stall_s()
         """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
-        self.agent = HostAgent(
-            on_fork=lambda proc, pid: self.runtime.call_soon(
-                lambda: self.supervisor.proc_forked(proc, pid)),
-            on_exit=lambda pid, status: self.runtime.call_soon(
-                lambda: self.supervisor.proc_exited(pid, status)),
-            on_lost=lambda: self.runtime.call_soon(
-                lambda: self.supervisor.lost_host(LOCAL_HOST)))
+        self.agents: dict[str, HostAgent] = {}
+        """The local host's agents (zygotes) by the interpreter they run."""
+        self.agent = self.local_agent(sys.executable)
         self.host_mesh = local_host_mesh(LOCAL_HOST)
         view = View.dense([], [])
         self.proc_mesh = ProcMesh(procs="ctl", table=(self.runtime.address,), full=view,
@@ -129,6 +125,20 @@ class Job:
         """The admin API's topology (from any thread but the I/O thread)."""
         return views.topology(self._on_io(views.snapshot)(self).get(timeout=5), self.store)
 
+    def local_agent(self, python: str) -> HostAgent:
+        """This host's agent whose zygote runs `python` (created on first use)."""
+        agent = self.agents.get(python)
+        if agent is None:
+            agent = self.agents[python] = HostAgent(
+                on_fork=lambda proc, pid: self.runtime.call_soon(
+                    lambda: self.supervisor.proc_forked(proc, pid)),
+                on_exit=lambda pid, status: self.runtime.call_soon(
+                    lambda: self.supervisor.proc_exited(pid, status)),
+                on_lost=lambda: self.runtime.call_soon(
+                    lambda: self.supervisor.lost_host(LOCAL_HOST)),
+                python=python)
+        return agent
+
     def _record_failure(self, failure: dict[str, Any]) -> None:
         infrastructure = "exit_code" in failure or "signal" in failure  # a proc or host ended
         if infrastructure and self.telemetry_enabled:
@@ -149,7 +159,8 @@ class Job:
         _agent.install(runtime, lambda: self.proc_mesh)
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
-                    "shutdown_hosts": self.shutdown_hosts,
+                    "shutdown_hosts": self.shutdown_hosts, "live_procs": self.live_procs,
+                    "detach_workers": self.detach_workers,
                     "attach_workers": self.workers.attach}
         for name, fn in services.items():
             _services.register(name, self._on_io(fn))
@@ -202,7 +213,7 @@ class Job:
     # -- services (I/O thread) -------------------------------------------------------------
     def spawn_procs(self, hosts: list[str], labels: list[str], sizes: list[int],
                     name: str | None, bootstrap: Any, owner_id: str = "root",
-                    owner: str = "") -> Any:
+                    owner: str = "", python: str | None = None) -> Any:
         unknown = [h for h in hosts if h != LOCAL_HOST and h not in self.workers.hosts]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
@@ -231,11 +242,12 @@ class Job:
                                        table if local else None, boot)
             if host == LOCAL_HOST:
                 address = table[rank] or f"tcp://{tcp_host}:0"
-                self.agent.fork(proc, dict(config, address=address))
+                self.local_agent(python or sys.executable).fork(
+                    proc, dict(config, address=address))
             else:  # a remote proc keeps its node's environment (Slurm's variables and all)
                 remote.setdefault(host, []).append((proc, dict(config, env=None)))
         for host, batch in remote.items():
-            self.workers.fork(host, batch)
+            self.workers.fork(host, batch, python)
         self._maybe_preload()
         if local:
             return procs, table
@@ -277,7 +289,8 @@ class Job:
         if record.pid is None:
             return
         if record.host_id == LOCAL_HOST:
-            self.agent.signal(record.pid, sig)
+            for agent in self.agents.values():
+                agent.signal(record.pid, sig)  # only the zygote that forked it signals it
         else:
             self.workers.signal(record.host_id, record.pid, sig)
 
@@ -288,7 +301,8 @@ class Job:
                 "run_dir": str(self.run_dir), "proc": proc, "procs": procs, "rank": rank,
                 "labels": labels, "sizes": sizes, "table": table,
                 "controller": self.runtime.address, "host_id": LOCAL_HOST,
-                "hostname": self.hostname, "env": dict(os.environ), "path": list(sys.path),
+                "hostname": self.hostname, "path": list(sys.path),
+                "env": dict(os.environ, MONARCH_WORKSPACE_DIR=str(self.run_dir / "workspace")),
                 "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
 
     def _maybe_preload(self) -> None:
@@ -345,9 +359,18 @@ class Job:
         self.log_options = {"stream_to_client": stream_to_client,
                             "aggregate_window_sec": aggregate_window_sec, "level": level}
 
-    def shutdown_hosts(self, hosts: list[str]) -> Future[None]:
+    def live_procs(self, hosts: list[str]) -> list[tuple[Any, ...]]:
+        """(host, proc mesh, rank, address, labels, sizes) of each running proc on `hosts`."""
+        wanted = set(hosts)
+        return [(r.host_id, r.procs, r.rank, r.address, *self.proc_extents.get(r.procs, ([], [])))
+                for r in self.supervisor.procs.values()
+                if r.state == RUNNING and r.host_id in wanted and r.address]
+
+    def shutdown_hosts(self, hosts: list[str] | None) -> Future[None]:
+        """Stops every live proc on `hosts` (None: on every host); settles once they exited."""
         records = [r for r in self.supervisor.procs.values()  # stopping: wait for them too
-                   if r.state in (STARTING, RUNNING, STOPPING)]
+                   if r.state in (STARTING, RUNNING, STOPPING)
+                   and (hosts is None or r.host_id in hosts)]
         by_mesh: dict[str, list[int]] = {}
         for record in records:
             by_mesh.setdefault(record.procs, []).append(record.rank)
@@ -366,6 +389,14 @@ class Job:
             out.set_result(None)
         return out
 
+    def detach_workers(self, addresses: list[str]) -> Future[None]:
+        """Stops this job's procs on those workers, then lets the workers go: an allocation
+        about to be killed is left without anyone calling its loss a failure."""
+        attached = [a for a in addresses if a in self.workers.hosts]
+        done = self.shutdown_hosts(attached)
+        done.add_done_callback(lambda: self.workers.release(attached))
+        return done
+
     # -- end -------------------------------------------------------------------------------
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stops every proc (gracefully, then by force), the zygote and the runtime."""
@@ -377,7 +408,7 @@ class Job:
             self.admin.close()
         try:
             if self.runtime._thread is not None and self.runtime._thread.is_alive():
-                _services.call("shutdown_hosts", [LOCAL_HOST]).get(timeout=timeout)
+                _services.call("shutdown_hosts", None).get(timeout=timeout)
         except Exception:  # noqa: BLE001 - forced below
             pass
         self.runtime.call_soon(self.workers.shutdown)
@@ -386,7 +417,8 @@ class Job:
             self.runtime.final_telemetry()  # the controller's own last records, into the store
         self.watcher.close()
         self.exporters.close()
-        self.agent.close()
+        for agent in self.agents.values():
+            agent.close()
         self.runtime.close()
         sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
         shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -65,9 +65,11 @@ class Workers:
             self.runtime.call_later(HEARTBEAT_S, self._tick)
         return done
 
-    def fork(self, address: str, procs: list[tuple[str, dict[str, Any]]]) -> None:
-        """Asks the worker at `address` to fork procs (their configs lack the address)."""
-        self.runtime.notify(address, "fork", {"procs": procs})
+    def fork(self, address: str, procs: list[tuple[str, dict[str, Any]]],
+             python: str | None = None) -> None:
+        """Asks the worker at `address` to fork procs (their configs lack the address), with
+        the zygote of `python` (default: the worker's own interpreter)."""
+        self.runtime.notify(address, "fork", {"procs": procs, "python": python})
 
     def signal(self, address: str, pid: int, sig: int) -> None:
         """Sends `sig` to a proc the worker at `address` forked."""
@@ -77,7 +79,15 @@ class Workers:
         """Tells every worker the job is over (they kill what is left of it)."""
         for record in self.hosts.values():
             if not record.lost:
-                self.runtime.notify(record.address, "shutdown", {})
+                self.runtime.notify(record.address, "shutdown",
+                                    {"controller": self.runtime.address})
+
+    def release(self, addresses: list[str]) -> None:
+        """Detaches from these workers (they end what is left of this job there)."""
+        for address in addresses:
+            record = self.hosts.pop(address, None)
+            if record is not None and not record.lost:
+                self.runtime.notify(address, "shutdown", {"controller": self.runtime.address})
 
     def bind_host(self, address: str) -> str:
         """Where procs on that worker's host listen."""
@@ -110,7 +120,7 @@ class Workers:
     def _settle(self) -> None:
         still = []
         for pending, done in self._waiting:
-            pending -= {a for a in pending if self.hosts[a].hostname}
+            pending -= {a for a in pending if a not in self.hosts or self.hosts[a].hostname}
             if pending:
                 still.append((pending, done))
             else:
@@ -134,14 +144,16 @@ class Workers:
                     record.address, f"the host {record.hostname} ({record.address}) was lost: "
                                     f"no heartbeat for {SILENCE_S:.0f} s")
             else:
-                self.runtime.notify(record.address, "heartbeat", {})
+                self.runtime.notify(record.address, "heartbeat",
+                                    {"controller": self.runtime.address})
         if not self.runtime._closing:
             self.runtime.call_later(HEARTBEAT_S, self._tick)
 
 
 def attach_to_workers(workers: list[Any], name: str | None = None,
-                      timeout: float = 30.0) -> Any:
-    """A HostMesh (`hosts` dimension) over running workers; see `monarch.actor`."""
+                      timeout: float = 30.0, secret: bytes | None = None) -> Any:
+    """A HostMesh (`hosts` dimension) over running workers; see `monarch.actor`. `secret`:
+    the workers' secret (default: MONARCH_WORKER_SECRET[_FILE])."""
     from .._host.worker import worker_secret
     from .._host_mesh import HostMesh
     from .._services import call
@@ -152,6 +164,7 @@ def attach_to_workers(workers: list[Any], name: str | None = None,
     addresses = [w.get(timeout=60) if isinstance(w, Future) else str(w) for w in workers]
     if not addresses:
         raise ValueError("attach_to_workers needs at least one worker address")
-    call("attach_workers", addresses, worker_secret(), timeout).get(timeout=timeout + 60)
+    call("attach_workers", addresses, secret or worker_secret(), timeout).get(
+        timeout=timeout + 60)
     view = View.dense(["hosts"], [len(addresses)])
     return HostMesh(hosts=tuple(addresses), full=view, view=view)

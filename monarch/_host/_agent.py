@@ -21,7 +21,11 @@ class HostAgent:
     """Forks procs on this host and reports their pids and exits."""
 
     def __init__(self, on_fork: Callable[[str, int], None], on_exit: Callable[[int, int], None],
-                 on_lost: Callable[[], None]) -> None:
+                 on_lost: Callable[[], None], python: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.python = python or sys.executable
+        """The interpreter the zygote (and so every proc it forks) runs."""
+        self._env = env
         self._on_fork = on_fork
         self._on_exit = on_exit
         self._on_lost = on_lost
@@ -44,6 +48,10 @@ class HostAgent:
     def preload(self, modules: list[str]) -> None:
         """Has the zygote import `modules` when idle, so later procs start with them."""
         self._request({"op": "preload", "modules": modules})
+
+    def start(self) -> None:
+        """Starts the zygote now (it imports the proc runtime meanwhile), not at the first fork."""
+        self._ensure_started()
 
     @property
     def zygote_pid(self) -> int | None:
@@ -89,9 +97,10 @@ class HostAgent:
         try:
             ours, theirs = socket.socketpair()
             self._zygote = subprocess.Popen(
-                [sys.executable, "-m", "monarch._host._zygote", str(theirs.fileno()),
+                [self.python, "-m", "monarch._host._zygote", str(theirs.fileno()),
                  str(os.getpid())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True)
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
+                env=self._env)
             theirs.close()
             self._sock = ours
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits

@@ -1,18 +1,29 @@
-"""A host worker: the host agent of another host, which a controller attaches to over tcp.
+"""A host worker: the host agent of another host, which controllers attach to over tcp.
 
     python -m monarch._host.worker --address tcp://HOST:PORT [--until-shutdown]
+        [--ready-file PATH] [--hostname NAME] [--workspace-dir DIR]
 
 Before a controller attaches, only peers proving the *worker secret* (MONARCH_WORKER_SECRET, or
 the file named by MONARCH_WORKER_SECRET_FILE) may talk to it. An attaching controller sends its
 job's secret and address; the worker then forks procs of that job on request (through its own
-zygote), reports their exits, and exchanges heartbeats with the controller. If the controller
-falls silent, the worker kills every proc it forked for it (no orphans) and waits for the next
-controller — or exits, with `--until-shutdown`.
+zygote, started once and kept for the worker's life), reports their exits, and exchanges
+heartbeats with the controller.
+
+Several controllers may be attached at once (a script and `monarch exec`); each one's procs are
+its own. A controller that shuts down or falls silent for `SILENCE_S` is *released*: the worker
+kills the procs it forked for it and keeps serving the others — and the next controller (the
+same script run again, a restarted notebook kernel) attaches in one round trip. With
+`--until-shutdown` the worker exits once its last controller left.
+
+The worker keeps `worker.json` in its run directory (address, pid, hostname, attached
+controllers), which `monarch jobs` reads to tell allocations with a client from those without.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -32,9 +43,13 @@ from .._wire._messages import ProcExited
 from ._agent import HostAgent
 
 HEARTBEAT_S = 1.0
-"""How often a worker and its controller tell each other they are alive."""
+"""How often a worker and its controllers tell each other they are alive."""
 SILENCE_S = 5.0
-"""How long a worker waits for its controller's heartbeat before it gives the controller up."""
+"""How long a worker waits for a controller's heartbeat before it gives the controller up."""
+STATUS_FILE = "worker.json"
+"""In a worker's run directory: what it is and who is attached (see `write_status`)."""
+WORKSPACE_ENV = "MONARCH_WORKSPACE_DIR"
+"""Where synced workspaces live on a host; the worker sets it for the procs it forks."""
 
 
 def worker_secret() -> bytes:
@@ -49,74 +64,122 @@ def worker_secret() -> bytes:
     return text.encode()
 
 
+@dataclasses.dataclass
+class Controller:
+    """One attached controller. Mutated on the worker's loop only."""
+
+    address: str
+    job: str
+    heard: float
+    since: float = dataclasses.field(default_factory=time.time)
+    pids: set[int] = dataclasses.field(default_factory=set)
+
+
 class Worker:
     """The worker's state, driven on its runtime's loop."""
 
-    def __init__(self, runtime: ProcessRuntime, bind_host: str, forever: bool) -> None:
+    def __init__(self, runtime: ProcessRuntime, bind_host: str, forever: bool,
+                 hostname: str | None = None, workspace_dir: Path | None = None) -> None:
         self.runtime = runtime
         self.bind_host = bind_host
         self.forever = forever
-        self.controller: str | None = None
-        self.heard = 0.0
-        self.procs: dict[int, str] = {}
+        self.hostname = hostname or socket.gethostname()
+        self.workspace_dir = workspace_dir or runtime.identity.run_dir / "workspace"
+        self.controllers: dict[str, Controller] = {}
+        self.pids: dict[int, tuple[str, str]] = {}
+        """pid -> (controller address, proc id) of every live proc this worker forked."""
+        self._forking: dict[str, str] = {}  # proc id -> controller, until its pid is known
         self.refused = 0  # peers refused so far (reported on stderr)
-        self.agent = self._new_agent()
+        self.agents: dict[str, HostAgent] = {}
+        self.agent(sys.executable).start()  # the zygote imports the runtime before it is needed
         runtime.notice_handlers.update({
             "attach": self.attach, "fork": self.fork, "signal": self.signal,
             "heartbeat": self.heartbeat, "shutdown": self.shutdown})
         runtime.call_later(HEARTBEAT_S, self.tick)
+        self.write_status()
 
-    def _new_agent(self) -> HostAgent:
-        call = self.runtime.call_soon
-        return HostAgent(on_fork=lambda proc, pid: call(lambda: self.forked(proc, pid)),
-                         on_exit=lambda pid, status: call(lambda: self.exited(pid, status)),
-                         on_lost=lambda: None)
+    def agent(self, python: str) -> HostAgent:
+        """The host agent (zygote) running `python`, started on first use."""
+        agent = self.agents.get(python)
+        if agent is None:
+            call = self.runtime.call_soon
+            env = dict(os.environ, **{WORKSPACE_ENV: str(self.workspace_dir)})
+            agent = self.agents[python] = HostAgent(
+                on_fork=lambda proc, pid: call(lambda: self.forked(proc, pid)),
+                on_exit=lambda pid, status: call(lambda: self.exited(pid, status)),
+                on_lost=lambda: None, python=python, env=env)
+        return agent
 
     def attach(self, body: dict[str, Any]) -> None:
-        if self.controller is not None and self.controller != body["controller"]:
-            self.release("another controller attached")
-        self.controller = body["controller"]
-        self.runtime.outbox.credentials[self.controller] = body["secret"]
-        self.heard = time.monotonic()
-        self.runtime.notify(self.controller, "worker_attached", {
-            "worker": body["worker"], "hostname": socket.gethostname(), "pid": os.getpid(),
+        address = body["controller"]
+        self.runtime.outbox.credentials[address] = body["secret"]
+        if address not in self.controllers:
+            self.controllers[address] = Controller(address, body.get("job", ""),
+                                                   time.monotonic())
+        self.controllers[address].heard = time.monotonic()
+        self.runtime.notify(address, "worker_attached", {
+            "worker": body["worker"], "hostname": self.hostname, "pid": os.getpid(),
             "bind_host": self.bind_host})
+        self.write_status()
 
     def fork(self, body: dict[str, Any]) -> None:
+        agent = self.agent(body.get("python") or sys.executable)
         for proc, config in body["procs"]:
-            self.agent.fork(proc, dict(config, address=f"tcp://{self.bind_host}:0"))
+            controller = config["controller"]
+            if controller not in self.controllers:
+                continue  # released meanwhile: its procs are not wanted any more
+            self._forking[proc] = controller
+            agent.fork(proc, dict(config, address=f"tcp://{self.bind_host}:0",
+                                  hostname=self.hostname))
 
     def forked(self, proc: str, pid: int) -> None:
-        self.procs[pid] = proc
+        controller = self._forking.pop(proc, None)
+        link = self.controllers.get(controller) if controller else None
+        if link is None:
+            self._kill(pid)  # its controller left while it was being forked
+            return
+        link.pids.add(pid)
+        self.pids[pid] = (link.address, proc)
 
     def exited(self, pid: int, status: int) -> None:
-        proc = self.procs.pop(pid, None)
-        if proc is not None and self.controller is not None:
-            self.runtime.outbox.send(self.controller, ProcExited(
-                proc, pid, status, socket.gethostname()), block=False)
+        owner = self.pids.pop(pid, None)
+        if owner is None:
+            return
+        address, proc = owner
+        link = self.controllers.get(address)
+        if link is not None:
+            link.pids.discard(pid)
+            self.runtime.outbox.send(address, ProcExited(proc, pid, status, self.hostname),
+                                     block=False)
 
     def signal(self, body: dict[str, Any]) -> None:
-        if body["pid"] in self.procs:
-            self.agent.signal(body["pid"], body["sig"])
+        if body["pid"] in self.pids:
+            self._signal(body["pid"], body["sig"])
 
     def heartbeat(self, body: dict[str, Any]) -> None:
-        self.heard = time.monotonic()
+        link = self._sender(body)
+        if link is not None:
+            link.heard = time.monotonic()
 
     def shutdown(self, body: dict[str, Any]) -> None:
-        self.release("the controller shut the worker down")
-        if not self.forever:
-            self.runtime.call_soon(self.runtime.close)
+        link = self._sender(body)
+        if link is not None:
+            self.release(link, "the controller shut down")
+
+    def _sender(self, body: dict[str, Any]) -> Controller | None:
+        address = body.get("controller")
+        if address is None and len(self.controllers) == 1:
+            return next(iter(self.controllers.values()))
+        return self.controllers.get(address) if address else None
 
     def tick(self) -> None:
         self._report_refusals()
-        if self.controller is not None:
-            if time.monotonic() - self.heard > SILENCE_S:
-                self.release("the controller fell silent")
-                if not self.forever:
-                    self.runtime.close()
-                    return
+        now = time.monotonic()
+        for link in list(self.controllers.values()):
+            if now - link.heard > SILENCE_S:
+                self.release(link, "the controller fell silent")
             else:
-                self.runtime.notify(self.controller, "worker_heartbeat",
+                self.runtime.notify(link.address, "worker_heartbeat",
                                     {"worker": self.runtime.address})
         if not self.runtime._closing:
             self.runtime.call_later(HEARTBEAT_S, self.tick)
@@ -131,21 +194,68 @@ class Worker:
                   f"prove the worker secret ({refused} in all)", file=sys.stderr, flush=True)
             self.refused = refused
 
-    def release(self, why: str) -> None:
-        """Forgets the controller and kills every proc forked for it."""
-        self.controller = None
-        self.procs.clear()
-        self.agent.close()
-        self.agent = self._new_agent()
+    def release(self, link: Controller, why: str) -> None:
+        """Forgets a controller and kills every proc forked for it (the zygote stays)."""
+        self.controllers.pop(link.address, None)
+        self._forking = {p: c for p, c in self._forking.items() if c != link.address}
+        for pid in link.pids:
+            self.pids.pop(pid, None)
+            self._kill(pid)
+        self.write_status()
+        if not self.forever and not self.controllers:
+            self.runtime.call_soon(self.runtime.close)
+
+    def _kill(self, pid: int) -> None:
+        self._signal(pid, signal.SIGKILL)
+
+    def _signal(self, pid: int, sig: int) -> None:
+        for agent in self.agents.values():
+            agent.signal(pid, sig)  # each zygote only signals its own children
+
+    def write_status(self) -> None:
+        """Writes `worker.json` (atomically) in the run directory."""
+        write_json(self.runtime.identity.run_dir / STATUS_FILE, {
+            "address": self.runtime.address, "pid": os.getpid(), "hostname": self.hostname,
+            "workspace": str(self.workspace_dir),
+            "controllers": [{"address": c.address, "job": c.job, "since": c.since,
+                             "procs": len(c.pids)} for c in self.controllers.values()]})
+
+    def close(self) -> None:
+        """Kills every proc and zygote."""
+        for agent in self.agents.values():
+            agent.close()
 
 
-def serve(address: str, forever: bool = True, secret: bytes | None = None) -> None:
-    """Runs a worker listening at `address` (tcp://HOST:PORT) in this thread."""
+def write_json(path: Path, value: Any) -> None:
+    """Writes `value` as JSON to `path` atomically (a reader sees the old file or the new)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+
+
+def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
+          ready_file: str | None = None, hostname: str | None = None,
+          workspace_dir: str | None = None, announce: bool = False) -> None:
+    """Runs a worker listening at `address` (tcp://HOST:PORT; port 0 picks one) in this thread.
+
+    Args:
+        announce: print `monarch worker listening on ADDRESS` once listening.
+        ready_file: once listening, `{"address", "pid"}` is written there (atomically).
+        hostname: the host's name as controllers and users see it (default: the hostname).
+        workspace_dir: where `HostMesh.sync_workspace` puts code on this host (default: the
+            worker's run directory, removed when it exits).
+    """
     runtime = _runtime(address, secret)
-    Worker(runtime, _host_of(address), forever)
+    worker = Worker(runtime, _host_of(address), forever, hostname,
+                    Path(workspace_dir) if workspace_dir else None)
+    if announce:
+        print(f"monarch worker listening on {runtime.address}", flush=True)
+    if ready_file:
+        write_json(Path(ready_file), {"address": runtime.address, "pid": os.getpid()})
     try:
         runtime.run_here()
     finally:
+        worker.close()
         runtime.outbox.close(linger_ms=200)
         shutil.rmtree(runtime.identity.run_dir, ignore_errors=True)
 
@@ -188,17 +298,21 @@ def _host_of(address: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="A monarch host worker.")
-    parser.add_argument("--address", help="tcp://HOST:PORT to listen on")
+    parser.add_argument("--address", help="tcp://HOST:PORT to listen on (port 0: any)")
     parser.add_argument("--port", type=int, default=22222,
                         help="with no --address: listen on this port of this node")
     parser.add_argument("--until-shutdown", action="store_true",
-                        help="exit when the controller shuts the worker down or falls silent")
+                        help="exit when the last controller shuts the worker down or falls "
+                             "silent")
+    parser.add_argument("--ready-file", help="write {address, pid} there once listening")
+    parser.add_argument("--hostname", help="the host's name as users see it")
+    parser.add_argument("--workspace-dir", help="where synced workspaces go on this host")
     args = parser.parse_args()
     address = args.address or f"tcp://{node_address()}:{args.port}"
     # SIGTERM (scancel, kill, a test's teardown) ends the worker through its cleanup.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    print(f"monarch worker listening on {address}", flush=True)
-    serve(address, forever=not args.until_shutdown)
+    serve(address, forever=not args.until_shutdown, ready_file=args.ready_file,
+          hostname=args.hostname, workspace_dir=args.workspace_dir, announce=True)
 
 
 def node_address() -> str:

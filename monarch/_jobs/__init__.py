@@ -1,0 +1,1 @@
+"""Jobs that outlive scripts: the machinery behind `monarch.job` (see that module)."""

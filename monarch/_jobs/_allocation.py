@@ -1,0 +1,174 @@
+"""Allocations on record: what `monarch jobs` lists and `monarch kill --job` ends.
+
+Every allocation a job creates gets a directory `<run root>/allocations/<id>/` (mode 0700)
+holding `allocation.json` (kind, meshes, worker addresses and pids, Slurm job id, where it was
+created), `job.pkl` (the running job, so any process can attach to it or kill it) and, for
+local workers, their secret and logs. `job.kill()` removes it. Workers write `worker.json` in
+their own run directories; reading those tells which controllers are attached to an
+allocation right now — or that none is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from .._rundir import _start_time, run_root, run_root_path
+
+ALLOCATIONS = "allocations"
+"""The run root's directory of allocation records (never swept as a dead job's)."""
+
+
+def new_allocation(kind: str) -> Path:
+    """A fresh, private allocation directory."""
+    parent = run_root() / ALLOCATIONS
+    parent.mkdir(mode=0o700, exist_ok=True)
+    path = parent / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    path.mkdir(mode=0o700)
+    return path
+
+
+def write_record(path: Path, record: dict[str, Any], job: Any) -> None:
+    """Saves `allocation.json` and `job.pkl` in an allocation directory (atomically)."""
+    if not path.is_dir():
+        return
+    record = dict(record, id=path.name)
+    _replace(path / "allocation.json", json.dumps(record, indent=1).encode())
+    _replace(path / "job.pkl", pickle.dumps(job))
+
+
+def remove(path: Path | None) -> None:
+    """Forgets an allocation (and the allocations directory once empty)."""
+    if path is None:
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass
+
+
+def write_secret(path: Path) -> Path:
+    """A new worker secret in `path` (mode 0600); returns the path."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def pid_alive(pid: int, start_time: str | None = None) -> bool:
+    """True while `pid` runs (not a zombie) and, if given, started at `start_time`."""
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reaps it if it is our dead child
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state in ("Z", "X"):
+        return False
+    return start_time is None or _start_time(pid) == start_time
+
+
+def slurm_state(job_id: str) -> str | None:
+    """The Slurm job's state (RUNNING, PENDING...), None once it left the queue."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() \
+        else None
+
+
+def read_records() -> list[dict[str, Any]]:
+    """Every allocation on record, oldest first (`path` added)."""
+    parent = run_root_path() / ALLOCATIONS
+    records = []
+    for path in sorted(parent.glob("*/allocation.json")) if parent.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        records.append(dict(record, path=str(path.parent)))
+    return sorted(records, key=lambda r: r.get("created", 0))
+
+
+def record_alive(record: dict[str, Any]) -> bool:
+    """Whether the allocation still has workers (local pids, or a queued Slurm job)."""
+    if record.get("slurm_job_id"):
+        return slurm_state(record["slurm_job_id"]) not in (None, "COMPLETED", "FAILED",
+                                                            "CANCELLED", "TIMEOUT")
+    workers = record.get("workers", [])
+    return any(pid_alive(w["pid"], w.get("start_time")) for w in workers if w.get("pid"))
+
+
+def attached_controllers() -> dict[str, list[dict[str, Any]]]:
+    """Worker address -> the controllers attached to it, from live workers' `worker.json`."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for path in run_root_path().glob("worker-*/worker.json"):
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if pid_alive(int(status.get("pid", 0))):
+            out[status["address"]] = status.get("controllers", [])
+    return out
+
+
+def allocation_rows() -> list[dict[str, Any]]:
+    """One row per allocation on record: what `monarch jobs` shows.
+
+    Keys: kind ("allocation"), id, type (ProcessJob, SlurmJob...), state (running / pending /
+    dead), pid (None), client (job ids of the attached controllers, "" when none), hosts
+    ("trainers=2 gen=1"), started (epoch seconds), detail (Slurm job id or worker addresses).
+    """
+    attached = attached_controllers()
+    rows = []
+    for record in read_records():
+        addresses = [a for mesh in record.get("addresses", {}).values() for a in mesh]
+        clients = sorted({c["job"] for a in addresses for c in attached.get(a, [])})
+        state = "running" if record_alive(record) else "dead"
+        if record.get("slurm_job_id"):
+            slurm = slurm_state(record["slurm_job_id"])
+            state = (slurm or "gone").lower() if slurm != "RUNNING" else "running"
+            detail = f"slurm {record['slurm_job_id']}"
+        else:
+            detail = " ".join(addresses)
+        rows.append({"kind": "allocation", "id": record["id"], "type": record.get("type", ""),
+                     "state": state, "pid": None, "client": ",".join(clients),
+                     "hosts": " ".join(f"{m}={n}" for m, n in record.get("meshes", {}).items()),
+                     "started": record.get("created"), "detail": detail,
+                     "cwd": record.get("cwd", ""), "path": record["path"]})
+    return rows
+
+
+def load_job(allocation: str) -> Any:
+    """The running job of the allocation with this id (or a unique prefix of it)."""
+    from ._trait import job_load
+
+    parent = run_root_path() / ALLOCATIONS
+    matches = [p for p in parent.glob(f"{allocation}*") if (p / "job.pkl").is_file()] \
+        if parent.is_dir() else []
+    exact = [p for p in matches if p.name == allocation]
+    if len(exact or matches) != 1:
+        found = "several allocations match" if matches else "no allocation"
+        raise LookupError(f"{found} {allocation!r} in {parent} (`monarch jobs` lists them)")
+    return job_load(str((exact or matches)[0] / "job.pkl"))
