@@ -1,14 +1,14 @@
 """`monarch jobs`, `monarch apply`, `monarch exec`: jobs and their allocations.
 
-`monarch jobs` is one table built from row sources (`ROW_SOURCES`): the running controllers of
-this run directory, and the allocations on record (ProcessJob / SlurmJob workers, with the
-controllers attached to them, or none). Another source (finished jobs, for post-mortems)
-plugs in by appending a function that returns rows with the same keys:
+`monarch jobs` is one table built from row sources (`ROW_SOURCES`): the jobs of this run
+directory (running controllers, and ended jobs whose history is kept, for post-mortems), and
+the allocations on record (ProcessJob / SlurmJob workers, with the controllers attached to
+them, or none). A source is a function that returns rows with these keys:
 
-    kind     "controller", "allocation", ...
+    kind     "controller" (running), "job" (ended, with a history), "allocation"
     id       what other commands take (`--job ID`, `monarch kill --job ID`)
     type     the job's class or the script
-    state    running / pending / dead / finished ...
+    state    running / pending / dead / finished / failed / crashed ...
     pid      the controller's pid (None for allocations)
     client   the job ids of the controllers attached to an allocation ("" when none)
     hosts    "trainers=2 gen=1"
@@ -32,13 +32,15 @@ COLUMNS = ("kind", "id", "type", "state", "pid", "client", "hosts", "started", "
 
 
 def controller_rows() -> list[JobRow]:
-    """The live controllers (scripts) of this run directory."""
-    from monarch.admin import discover
+    """The jobs of this run directory: running controllers (scripts), and ended ones whose
+    history is kept (`monarch._history`: finished, failed, crashed), for post-mortems."""
+    from monarch._history import job_rows as history_rows
 
-    return [{"kind": "controller", "id": info.get("job_id", ""), "type": "script",
-             "state": "running", "pid": info.get("pid"), "client": "", "hosts": "",
-             "started": info.get("started"), "detail": info.get("address", "")}
-            for info in discover()]
+    return [{"kind": "controller" if r["state"] == "running" else "job",
+             "id": r["job_id"], "type": "script", "state": r["state"], "pid": r["pid"],
+             "client": "", "hosts": "", "started": r["started"],
+             "detail": r.get("admin") or r.get("history") or "", **r}
+            for r in history_rows()]
 
 
 def allocation_rows() -> list[JobRow]:

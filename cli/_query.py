@@ -4,14 +4,13 @@ runs now, what waits, its flight recorder)."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import time
 from typing import Any
 
 import typer
 
-from monarch.admin import AdminError, NoJobError, connect, job_rows, open_history
+from monarch.admin import AdminError, NoJobError, connect, open_history
 
 from ._common import EXIT_FAILED, EXIT_NO_JOB, call, client, emit_json, fail, note, paint, state
 
@@ -20,7 +19,6 @@ EXIT_USAGE = 2
 
 def register(app: typer.Typer) -> None:
     app.command("query")(query)
-    app.command("jobs")(jobs)
     app.command("inspect")(inspect)
 
 
@@ -99,38 +97,6 @@ def _cell(value: Any, width: int) -> str:
                                          else str(value))
     text = text.replace("\n", "⏎")
     return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def jobs(as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per job)."),
-         ) -> None:
-    """Every job of yours on this host: running ones and those with a history (finished,
-    failed or crashed), newest first."""
-    rows = job_rows()
-    if as_json:
-        emit_json(rows)
-        return
-    header = ["JOB", "STATE", "PID", "STARTED", "DURATION", "HISTORY"]
-    table = [[r["job_id"], r["state"], str(r["pid"] or "-"), _when(r["started"]),
-              _seconds(r["duration_s"]), r["history"] or "-"] for r in rows]
-    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(header)]
-    typer.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
-    for row in table:
-        cells = [c.ljust(w) for c, w in zip(row, widths)]
-        cells[1] = _job_state(row[1]) + " " * (widths[1] - len(row[1]))
-        typer.echo("  ".join(cells).rstrip())
-
-
-def _job_state(text: str) -> str:
-    return paint(text, {"running": "green", "finished": "bright_black", "failed": "red",
-                        "crashed": "red"}.get(text))
-
-
-def _when(t: float | None) -> str:
-    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "-"
-
-
-def _seconds(s: float | None) -> str:
-    return "-" if s is None else f"{s:.1f}s"
 
 
 def inspect(ctx: typer.Context,
