@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any, Generic, TypeVar
 
-from . import _context, _instrument, _process
+from . import _context, _instrument, _process, config
 from ._endpoint import ActorEndpoint, NotAnEndpoint
 from ._errors import UnpicklableError
 from ._future import Future, resolved
@@ -107,10 +107,10 @@ class ActorMesh(OnView, Generic[A]):
                 last.add_done_callback(_instrument.end_call_span(span, last))
             try:
                 self._cast(runtime, sender, method, frames, (runtime.address, port_id), trace)
-            except PeerGone:
+            except PeerGone as exc:
                 runtime.drop_port(port_id)
-                sink.fail(self._addresses[0], runtime.dead.get(self._addresses[0], "gone"),
-                          None)
+                sink.fail(self._addresses[0],
+                          runtime.dead.get(self._addresses[0]) or exc.reason or "gone", None)
         return futures if mode == "stream" else future
 
     def _cast(self, runtime: Any, sender: str, method: str, frames: list[Any],
@@ -198,6 +198,11 @@ def _pack(args: tuple, kwargs: dict, mesh_name: str, method: str) -> list[Any]:
     except Exception as exc:
         raise UnpicklableError(f"could not pickle the arguments of {mesh_name}.{method}: "
                                f"{type(exc).__name__}: {exc}") from exc
+    size = len(data) + sum(memoryview(b).nbytes for b in buffers)
+    limit = config.get("codec_max_frame_length")
+    if size > limit:
+        raise ValueError(f"the message to {mesh_name}.{method} is {size} bytes, more than "
+                         f"codec_max_frame_length={limit}")
     return [data, *buffers]
 
 

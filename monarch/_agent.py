@@ -79,7 +79,7 @@ def ping_handler(runtime: ProcessRuntime) -> Any:
         slot = runtime.actors.get(mesh)
         if slot is not None:
             slot.enqueue_ping((msg.port, msg.lo))
-        elif tries < 3000:  # the spawn may still be on its way: look again for 30 s
+        elif tries < runtime.spawn_wait_s * 100:  # the spawn may be on its way: look again
             runtime.call_later(0.01, lambda: ping(msg, frames, tries + 1))
         elif msg.port is not None:
             data, _ = _serial.dumps(f"no actor of mesh {mesh} was spawned on this proc")

@@ -22,6 +22,24 @@ _root_lock = threading.Lock()
 _job_starter: Callable[[], None] | None = None
 
 
+class Creator:
+    """Who spawned an actor's mesh (`context().actor_instance.creator`): the root client or
+    another actor. Picklable; `repr()` is Monarch's qualified name, e.g. `<root>`."""
+
+    __slots__ = ("name", "class_name", "label")
+
+    def __init__(self, name: str, class_name: str | None, label: str) -> None:
+        self.name = name
+        self.class_name = class_name
+        self.label = label
+
+    def __repr__(self) -> str:
+        return self.label
+
+    def __reduce__(self) -> Any:
+        return Creator, (self.name, self.class_name, self.label)
+
+
 class Instance:
     """The running actor (or the root client outside actors): `context().actor_instance`.
 
@@ -31,11 +49,11 @@ class Instance:
         class_name: qualified name of the actor's class.
         rank: this actor's point in its whole actor mesh.
         proc_id: id of the process hosting it.
-        creator: actor id of the owner that spawned its mesh (None for the root).
+        creator: who spawned its mesh, a `Creator` (None for the root itself).
     """
 
     def __init__(self, *, actor_id: str, name: str, class_name: str, rank: Point,
-                 proc_id: str, creator: str | None, sender: str,
+                 proc_id: str, creator: Creator | None, sender: str,
                  proc_mesh: Callable[[], Any], slot: Any = None, label: str = "<root>") -> None:
         self.actor_id = actor_id
         self.label = label
@@ -72,6 +90,9 @@ class Instance:
         if self._slot is None:
             raise RuntimeError("the root client cannot abort; raise an exception instead")
         self._slot.request_abort(reason)
+
+    def __str__(self) -> str:
+        return self.label
 
     def __repr__(self) -> str:
         return f"<Instance {self.name}>"
@@ -157,3 +178,42 @@ def current_size() -> dict[str, int]:
 def current_actor_name() -> str:
     """The display name of the running actor."""
     return context().actor_instance.name
+
+
+_log_factory_installed = False
+
+
+def install_log_prefix() -> None:
+    """Makes Python log messages name the actor (or root) that logged them, as Monarch's do:
+    `[actor=<root>.<__main__.Trainer trainers{'gpus': 0/8}>] loss 0.25`.
+
+    Wraps the log record factory (once per process, when its runtime starts), so every handler
+    sees the prefix; `monarch.config.prefix_python_logs_with_actor = False` turns it off. The
+    record keeps the prefix in `actor_prefix` (telemetry strips it: it tags records anyway).
+    """
+    global _log_factory_installed
+    import logging
+
+    with _root_lock:
+        if _log_factory_installed:
+            return
+        _log_factory_installed = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        ctx = _current.get() or _root
+        if ctx is not None and record.msg and _prefixing():
+            prefix = f"[actor={ctx.actor_instance}] "
+            record.actor_prefix = prefix
+            record.msg = f"{prefix}{record.msg}"
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+def _prefixing() -> bool:
+    from . import config
+
+    return bool(getattr(config, "prefix_python_logs_with_actor", True))
+

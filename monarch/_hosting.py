@@ -22,7 +22,7 @@ from typing import Any
 
 from ._channel import Port
 from . import _instrument
-from ._context import Context, Instance, enter, leave
+from ._context import Context, Creator, Instance, enter, leave
 from ._endpoint import endpoint_table
 from ._future import LazyLoop
 from ._leader import BATON
@@ -46,7 +46,7 @@ class SpawnHeader:
     """The msgpack header of a spawn message: everything but the pickled class and args."""
 
     __slots__ = ("mesh", "name", "is_async", "class_name", "owner", "owner_id", "owner_label",
-                 "controller")
+                 "owner_name", "owner_class", "controller")
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.mesh: str = body["mesh"]
@@ -56,6 +56,8 @@ class SpawnHeader:
         self.owner: str = body["owner"]
         self.owner_id: str = body["owner_id"]
         self.owner_label: str = body.get("owner_label", "<root>")
+        self.owner_name: str = body.get("owner_name", "root")
+        self.owner_class: str | None = body.get("owner_class")
         self.controller: str = body["controller"]
 
 
@@ -84,7 +86,8 @@ class ActorSlot:
         self.instance = Instance(
             actor_id=f"{header.mesh}[{self.rank.rank}]", name=f"{header.name}[{self.rank.rank}]",
             class_name=header.class_name, rank=self.rank, proc_id=runtime.identity.name,
-            creator=header.owner_id, sender=f"{header.mesh}[{self.rank.rank}]",
+            creator=Creator(header.owner_name, header.owner_class, header.owner_label),
+            sender=f"{header.mesh}[{self.rank.rank}]",
             proc_mesh=proc_mesh, slot=self, label=self.label())
         self.endpoints: dict[str, Any] = {}
         self.done = threading.Event()

@@ -44,11 +44,15 @@ def enable_transport(transport: "ChannelTransport | str") -> None:
     """
     member = transport if isinstance(transport, ChannelTransport) else ChannelTransport.get(
         transport)
+    config.configure(default_transport=member)
+
+
+def transport_key(member: ChannelTransport) -> str:
+    """What `default_transport` stores for a transport; ValueError for one not available."""
     if member not in _SUPPORTED:
         raise ValueError(f"transport {member.name} is not available in this runtime; use Unix "
                          "or TcpWithHostname")
-    config.configure(default_transport="unix" if member is ChannelTransport.Local
-                     else member.value)
+    return "unix" if member is ChannelTransport.Local else member.value
 
 
 class Uid:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from . import _agent, _debug, _instrument, _process, _services
-from ._context import Context, Instance, set_root
+from ._context import Context, Instance, install_log_prefix, set_root
+from ._settings import apply_settings
 from ._host import _lifeline
 from ._host_mesh import local_host_mesh
 from ._identity import ProcessIdentity, set_current_process
@@ -29,7 +30,9 @@ from ._workspace import _proc as _workspace_proc
 
 def run(config: dict[str, Any]) -> int:
     """Runs this process as proc `config["proc"]` until it is stopped; returns the exit code."""
-    _lifeline.die_with_parent(os.getppid())
+    settings = config.get("settings") or {}
+    _lifeline.die_with_parent(os.getppid(),
+                              pdeathsig=settings.get("mesh_bootstrap_enable_pdeathsig", True))
     _adopt_environment(config)
     _workspace_proc.startup_paths()
     identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
@@ -38,6 +41,7 @@ def run(config: dict[str, Any]) -> int:
                                bind_host=_bind_host(config["address"]))
     set_current_process(identity)
     runtime = ProcessRuntime(identity, config["address"])
+    apply_settings(runtime, settings)
     _process.set_current(runtime)
     _services.set_controller(config["controller"])
     if config["table"] is not None:
@@ -51,6 +55,7 @@ def run(config: dict[str, Any]) -> int:
         class_name="client", rank=_rank_point(config),
         proc_id=config["proc"], creator=None, sender=f"{config['proc']}/client",
         proc_mesh=proc_mesh)))
+    install_log_prefix()
     _instrument.start_process(runtime, enabled=config["telemetry"], ship_to=config["controller"],
                               ingest=None, capture=True)
     _debug.install()

@@ -58,6 +58,8 @@ class ProcMesh(OnView):
         header = msgpack.packb({
             "mesh": mesh_id, "name": name, "is_async": is_async, "class_name": class_name,
             "owner": runtime.address, "owner_id": owner.actor_id, "owner_label": owner.label,
+            "owner_name": owner.name,
+            "owner_class": None if owner.class_name in ("root", "client") else owner.class_name,
             "controller": _services.controller_address()})
         try:
             data, buffers = _serial.dumps((Class, args, kwargs))

@@ -1,48 +1,158 @@
 """Runtime knobs: `configure(**kwargs)` and the `configured(**kwargs)` context manager.
 
-Keys are Monarch's names. The ones this runtime acts on are listed in `SUPPORTED` with their
-defaults; Monarch's other keys are accepted (scripts run unchanged) and recorded, with no effect
-here. An unknown key is a TypeError.
+Keys are Monarch's names. Every key listed in `KEYS` acts (what each does is its description);
+a Monarch key that tunes a piece of its Rust runtime with no counterpart here (`REFUSED`) is a
+ValueError that says so, and any other unknown key a TypeError, so no setting is silently
+ignored. Values are checked against the key's kind: durations take humantime strings
+("250ms", "1m 30s"), not bare numbers.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+import dataclasses
+from typing import Any, Callable, Iterator
 
-SUPPORTED: dict[str, Any] = {
-    "default_transport": "unix",
-    "enable_log_forwarding": True,
-    "tail_log_lines": 1000,
-    "message_delivery_timeout": "30s",
-    "stop_actor_timeout": "10s",
-    "process_exit_timeout": "10s",
-    "cast_fanout": 16,
-    "telemetry": True,
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """A knob: its default, the kind of value it takes, and what it does."""
+
+    default: Any
+    kind: str  # "duration", "int", "bool", "str", "transport", "fanout"
+    does: str
+
+
+KEYS: dict[str, Key] = {
+    "default_transport": Key("unix", "transport",
+                             "how new processes of the job listen: unix (ipc) or tcp"),
+    "enable_log_forwarding": Key(False, "bool",
+                                 "proc meshes spawned while it is on can stream their procs' "
+                                 "output to the client (`ProcMesh.logging_option`)"),
+    "enable_file_capture": Key(False, "bool",
+                               "proc meshes spawned while it is on have each proc's output "
+                               "written to `<job history>/logs/<proc>.log` as well"),
+    "tail_log_lines": Key(0, "int",
+                          "a proc that dies has its last N output lines attached to its "
+                          "failure (`MeshFailure.log_tail`, printed by the default fault "
+                          "hook)"),
+    "prefix_with_rank": Key(True, "bool",
+                            "lines streamed to the client start with `[host proc] [rank]`"),
+    "message_delivery_timeout": Key("30s", "duration",
+                                    "how long a send may wait for a peer that does not take "
+                                    "messages (back-pressure) before the call fails"),
+    "codec_max_frame_length": Key(10 * 1024 ** 3, "int",
+                                  "a message larger than this many bytes is refused at the "
+                                  "sender (SupervisionError naming the size)"),
+    "stop_actor_timeout": Key("10s", "duration",
+                              "an actor stuck in a handler counts as stopped after this"),
+    "process_exit_timeout": Key("10s", "duration",
+                                "a stopping proc that has not exited by then is killed"),
+    "mesh_attach_config_timeout": Key("1m", "duration",
+                                      "how long `attach_to_workers` waits for each worker"),
+    "actor_spawn_max_idle": Key("30s", "duration",
+                                "how long `ActorMesh.initialized` waits for a spawn to arrive"),
+    "mesh_bootstrap_enable_pdeathsig": Key(True, "bool",
+                                           "procs get PR_SET_PDEATHSIG (they die with their "
+                                           "zygote) on top of their lifeline"),
+    "cast_fanout": Key(16, "fanout", "children per hop of the cast tree"),
+    "telemetry": Key(True, "bool", "spans and metrics of every process (logs always flow)"),
 }
-"""Keys this runtime acts on, with their defaults."""
+"""Every knob this runtime acts on, with its default."""
 
-ACCEPTED = frozenset({
-    "enable_file_capture", "codec_max_frame_length", "host_spawn_ready_timeout",
-    "mesh_proc_spawn_max_idle", "message_ack_time_interval", "message_ack_every_n_messages",
-    "message_ttl_default", "split_max_buffer_size", "split_max_buffer_age", "cleanup_timeout",
-    "default_encoding", "channel_net_rx_buffer_full_check_interval", "channel_tcp_congestion",
-    "message_latency_sampling_rate", "enable_dest_actor_reordering_buffer",
-    "actor_queue_dispatch", "mesh_bootstrap_enable_pdeathsig", "mesh_terminate_concurrency",
-    "mesh_terminate_timeout", "shared_asyncio_runtime", "small_write_threshold",
-    "max_cast_dimension_size", "remote_allocator_heartbeat_interval",
+REFUSED = frozenset({
+    "message_ack_time_interval", "message_ack_every_n_messages", "message_ttl_default",
+    "split_max_buffer_size", "split_max_buffer_age", "channel_net_rx_buffer_full_check_interval",
+    "channel_tcp_congestion", "default_encoding", "enable_dest_actor_reordering_buffer",
+    "small_write_threshold", "max_cast_dimension_size", "remote_alloc_bind_to_inaddr_any",
+    "remote_alloc_bootstrap_addr", "remote_alloc_allowed_port_range", "read_log_buffer",
+    "force_file_log", "get_actor_state_max_idle", "get_proc_state_max_idle",
+    "supervision_watchdog_timeout", "proc_stop_max_idle", "mesh_proc_spawn_max_idle",
+    "host_spawn_ready_timeout", "mesh_terminate_concurrency", "mesh_terminate_timeout",
+    "message_latency_sampling_rate", "cleanup_timeout", "actor_queue_dispatch",
+    "shared_asyncio_runtime", "remote_allocator_heartbeat_interval", "mesh_admin_addr",
 })
-"""Monarch keys accepted for compatibility; they change nothing here."""
+"""Monarch keys that tune its Rust runtime (hyperactor's channels, acks, encodings,
+watchdogs, allocators, admin agent): they have no counterpart here, so setting one is an error
+rather than a silent no-op."""
 
 _values: dict[str, Any] = {}
 
+prefix_python_logs_with_actor = True
+"""Python log messages written in an actor start with `[actor=<its name>] ` (as Monarch's);
+set to False to leave them as written. Read at each log record."""
+
 
 def configure(**kwargs: Any) -> None:
-    """Sets runtime knobs for this process (see `SUPPORTED`); unknown keys raise TypeError."""
-    for key in kwargs:
-        if key not in SUPPORTED and key not in ACCEPTED:
-            raise TypeError(f"configure() got an unexpected keyword argument '{key}'")
-    _values.update(kwargs)
+    """Sets runtime knobs for this process (see `KEYS`).
+
+    Raises:
+        TypeError: an unknown key, or a value of the wrong kind.
+        ValueError: a Monarch key with no counterpart here (`REFUSED`), or a bad value.
+    """
+    checked = {key: _check(key, value) for key, value in kwargs.items()}
+    _values.update(checked)
+
+
+def _check(key: str, value: Any) -> Any:
+    spec = KEYS.get(key)
+    if spec is None:
+        if key in REFUSED:
+            raise ValueError(f"configure({key}=...): {key} tunes Monarch's Rust runtime "
+                             "(hyperactor), which this runtime does not have; nothing here "
+                             "would act on it")
+        raise TypeError(f"configure() got an unexpected keyword argument '{key}'")
+    return _CHECKS[spec.kind](key, value)
+
+
+def _duration(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{key} takes a duration string such as '30s' or '1m 30s', "
+                        f"not {type(value).__name__}")
+    parse_duration(value)
+    return value
+
+
+def _int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{key} takes an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{key} must not be negative, got {value}")
+    return value
+
+
+def _fanout(key: str, value: Any) -> int:
+    if _int(key, value) < 1:
+        raise ValueError(f"{key} must be at least 1, got {value}")
+    return value
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} takes a bool, not {type(value).__name__}")
+    return value
+
+
+def _str(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{key} takes a str, not {type(value).__name__}")
+    return value
+
+
+def _transport(key: str, value: Any) -> str:
+    from ._ids import ChannelTransport, transport_key
+
+    if isinstance(value, ChannelTransport):
+        return transport_key(value)
+    if isinstance(value, str):
+        return transport_key(ChannelTransport.get(value))
+    raise TypeError(f"{key} takes a ChannelTransport or its name, not {type(value).__name__}")
+
+
+_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "duration": _duration, "int": _int, "bool": _bool, "str": _str, "transport": _transport,
+    "fanout": _fanout,
+}
 
 
 @contextlib.contextmanager
@@ -58,12 +168,12 @@ def configured(**overrides: Any) -> Iterator[dict[str, Any]]:
 
 
 def get(key: str) -> Any:
-    """The current value of a supported knob."""
-    return _values.get(key, SUPPORTED[key])
+    """The current value of a knob."""
+    return _values.get(key, KEYS[key].default)
 
 
 def seconds(key: str) -> float:
-    """A duration knob in seconds (knobs take numbers or humantime strings like "1m 30s")."""
+    """A duration knob in seconds."""
     return parse_duration(get(key))
 
 
@@ -73,7 +183,10 @@ def parse_duration(value: Any) -> float:
         return float(value)
     units = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
     total = 0.0
-    for part in str(value).split():
+    parts = str(value).split()
+    if not parts:
+        raise ValueError(f"not a duration: {value!r}")
+    for part in parts:
         number = part.rstrip("abcdefghijklmnopqrstuvwxyz")
         unit = part[len(number):] or "s"
         if not number or unit not in units:
@@ -83,8 +196,8 @@ def parse_duration(value: Any) -> float:
 
 
 def get_runtime_config() -> dict[str, Any]:
-    """Every knob set in this process (defaults included for supported ones)."""
-    return {**SUPPORTED, **_values}
+    """Every knob, as set in this process or its default."""
+    return {key: get(key) for key in KEYS}
 
 
 def get_global_config() -> dict[str, Any]:

@@ -141,13 +141,32 @@ class LoggingCapture(logging.Handler):
         self._formatter = logging.Formatter()
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Records ``record``; never raises."""
+        """Records ``record``; never raises. A record no other handler takes is also printed
+        the way Python prints it when no handler is set (`logging.lastResort`): capturing
+        must not hide a warning a program would otherwise show."""
         try:
             tags = {**_context._tags.get(), "logger": record.name}
             _record(self._recorder, "log", record.levelno, self._text(record), tags,
                     int(record.created * 1e9))
+            if self._alone(record) and logging.lastResort is not None \
+                    and record.levelno >= logging.lastResort.level:
+                stream = sys.stderr
+                stream = stream.wrapped if isinstance(stream, StreamTee) else stream
+                stream.write(record.getMessage() + "\n")
+                stream.flush()
         except Exception:  # telemetry must never break logging
             pass
+
+    def _alone(self, record: logging.LogRecord) -> bool:
+        """True when no other handler on the record's way to the root logger takes it."""
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if any(h is not self and record.levelno >= h.level for h in logger.handlers):
+                return False
+            if not logger.propagate:
+                break
+            logger = logger.parent
+        return True
 
     def wrote_this(self, frame: Any) -> bool:
         """True if ``frame`` (in module `logging`) writes a record this handler also records."""
@@ -168,6 +187,9 @@ class LoggingCapture(logging.Handler):
 
     def _text(self, record: logging.LogRecord) -> str:
         text = record.getMessage()
+        prefix = getattr(record, "actor_prefix", None)  # the runtime's `[actor=...] `: a tag
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix):]
         if record.exc_info:
             text += "\n" + self._formatter.formatException(record.exc_info)
         if record.stack_info:

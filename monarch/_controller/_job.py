@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from .. import _agent, _instrument, _process, _services, config, telemetry
-from .._context import Context, Instance, set_root
+from .._context import Context, Instance, install_log_prefix, set_root
+from .._settings import follow_settings, proc_settings
 from .._future import Future
 from .._host._agent import HostAgent
 from .._host_mesh import local_host_mesh
@@ -113,8 +114,10 @@ class Job:
         """Procs whose last telemetry arrived (I/O thread)."""
         self.runtime.notice_handlers[_instrument.FINAL_NOTICE] = (
             lambda body: self._final_telemetry.add(str(body.get("proc"))))
+        install_log_prefix()
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
+        follow_settings(self.runtime)
         self.runtime.start()
         self.exporters = start_exporters(self)
         self.admin = start_admin(self)
@@ -217,6 +220,7 @@ class Job:
         unknown = [h for h in hosts if h != LOCAL_HOST and h not in self.workers.hosts]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
+        follow_settings(self.runtime)  # knobs set since the job started count from now on
         procs = f"{name or 'procs'}-{secrets.token_hex(3)}"
         self.proc_extents[procs] = (list(labels), list(sizes))
         count = 1
@@ -303,7 +307,8 @@ class Job:
                 "controller": self.runtime.address, "host_id": LOCAL_HOST,
                 "hostname": self.hostname, "path": list(sys.path),
                 "env": dict(os.environ, MONARCH_WORKSPACE_DIR=str(self.run_dir / "workspace")),
-                "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled}
+                "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled,
+                "settings": proc_settings()}
 
     def _maybe_preload(self) -> None:
         """Has the zygote import heavy modules this script uses, so later procs start with

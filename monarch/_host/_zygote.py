@@ -93,7 +93,6 @@ class Zygote:
         self._send({"ev": "forked", "proc": proc, "pid": pid})
 
     def _become_proc(self, config: dict[str, Any]) -> None:
-        code = 1
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -107,8 +106,11 @@ class Zygote:
             import traceback
 
             traceback.print_exc()
-        finally:
-            os._exit(code)
+            os._exit(1)
+        # A proc that was stopped ends like any Python program: SystemExit unwinds out of the
+        # zygote's loop (nothing there catches it) and the interpreter finalizes, so atexit
+        # handlers, module finalizers and __del__ of module globals run, as in Monarch.
+        raise _ProcExit(code)
 
     def _reap(self) -> None:
         try:
@@ -143,6 +145,10 @@ class Zygote:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+
+
+class _ProcExit(SystemExit):
+    """A forked proc leaving the zygote's code for a normal interpreter exit."""
 
 
 if __name__ == "__main__":

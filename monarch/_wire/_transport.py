@@ -30,7 +30,13 @@ HWM = 100_000
 
 
 class PeerGone(Exception):
-    """The destination of a send is known to be dead; the message was not sent."""
+    """The destination of a send is known to be dead (or did not take the message in time);
+    the message was not sent."""
+
+    def __init__(self, address: str, reason: str | None = None) -> None:
+        super().__init__(address if reason is None else f"{address}: {reason}")
+        self.address = address
+        self.reason = reason
 
 
 @dataclasses.dataclass(slots=True)
@@ -219,6 +225,8 @@ class Outbox:
         self._closed = False
         self.credentials: dict[str, bytes] = {}
         """Secrets for destinations outside this job's trust domain (e.g. host workers)."""
+        self.delivery_timeout = 30.0
+        """Seconds a blocking send waits at a full link before it gives up (PeerGone)."""
         self.backlogged: set[str] = set()
         """Addresses with a backlog; touched by the I/O loop only."""
 
@@ -240,11 +248,15 @@ class Outbox:
 
     def _send_blocking(self, address: str, link: _Link, parts: list[Any]) -> None:
         delay = 0.0002
+        deadline = time.monotonic() + self.delivery_timeout
         while True:
             if self._is_dead(address):
                 raise PeerGone(address)
             if self._closed:
                 raise PeerGone(address)
+            if time.monotonic() > deadline:
+                raise PeerGone(address, f"the message was not taken within "
+                                        f"{self.delivery_timeout:g} s (message_delivery_timeout)")
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
             with link.lock:
