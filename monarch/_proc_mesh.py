@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+import warnings
 from typing import Any, TypeVar
 
 import msgpack
@@ -51,6 +53,7 @@ class ProcMesh(OnView):
         if self._stopped():
             raise RuntimeError("`ProcMesh` has already been stopped")
         is_async = check_sync_async(Class)
+        _check_names(Class)
         runtime = _process.current() or _runtime()
         owner = _context.context().actor_instance
         mesh_id = f"{name}-{secrets.token_hex(4)}"
@@ -124,10 +127,32 @@ class ProcMesh(OnView):
         return all(reason == STOPPED_REASON for reason in reasons)
 
     def logging_option(self, stream_to_client: bool = True,
-                       aggregate_window_sec: int | None = 3, level: int = 20) -> None:
-        """Monarch's log-forwarding switch. Logs of every proc always reach the controller's
-        telemetry store; this sets how the controller echoes them."""
-        _services.call("logging_option", stream_to_client, aggregate_window_sec, level)
+                       aggregate_window_sec: int | float | None = 3,
+                       level: int = logging.INFO) -> Future[None]:
+        """Streams this mesh's procs' output to the client's terminal (Monarch's log
+        forwarding; needs `configure(enable_log_forwarding=True)` before the mesh is spawned):
+        each line as `[host proc] [rank] text` (`aggregate_window_sec=None`), or every window
+        the window's identical lines folded into `[N similar log lines] ...`. Lines below
+        `level` are left out (stdout lines have none). `stream_to_client=False` stops it.
+        Whatever the old mode held is printed first. Returns a future (await it or `.get()`).
+        """
+        if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= 255:
+            raise ValueError(f"Invalid logging level: {level}")
+        if aggregate_window_sec is not None and (
+                isinstance(aggregate_window_sec, bool) or aggregate_window_sec <= 0):
+            raise ValueError(f"aggregate_window_sec must be a positive number of seconds or "
+                             f"None, got {aggregate_window_sec!r}")
+        applied = _services.call("logging_option", self._procs, bool(stream_to_client),
+                                 aggregate_window_sec, level)
+
+        def settle(had_effect: bool) -> None:
+            if stream_to_client and not had_effect:
+                warnings.warn(
+                    "logging_option(stream_to_client=True) has no effect: log forwarding was "
+                    "disabled when this ProcMesh was spawned. Call "
+                    "configure(enable_log_forwarding=True) before spawning it.", stacklevel=3)
+
+        return chained(applied, settle)
 
     def __enter__(self) -> "ProcMesh":
         return self
@@ -195,4 +220,15 @@ def ping_actors(mesh: ActorMesh[Any]) -> Future[None]:
     """A future settled once each actor of `mesh` has finished `__init__` (ActorMesh.initialized)."""
     return _system_call(mesh._procs, mesh._table, mesh._view, mesh._ranks, "ping",
                         {"mesh": mesh._mesh_id})
+
+
+def _check_names(Class: type) -> None:
+    """An endpoint named like an attribute of ActorMesh (`stop`, `slice`, `size`...) could never
+    be called through the mesh: refused at spawn, with Monarch's words."""
+    endpoints, _ = endpoint_table(Class)
+    for name, prop in endpoints.items():
+        existing = getattr(ActorMesh, name, None)
+        if existing is not None:
+            raise ValueError("ActorMesh has an attribute that collides with an endpoint name: "
+                             f"attribute={name}, ActorMesh.{name}={existing}, endpoint={prop}")
 

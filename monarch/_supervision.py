@@ -45,6 +45,8 @@ class MeshFailure:
         self.reason: str = fields.get("reason", "")
         self._report: str = fields.get("report", self.reason)
         self._label: str | None = fields.get("label")
+        self.log_tail: list[str] = list(fields.get("log_tail") or [])
+        """The last lines its proc wrote, when `tail_log_lines` asks for them."""
 
     @classmethod
     def from_report(cls, fields: dict[str, Any]) -> "MeshFailure":
@@ -82,8 +84,13 @@ def default_unhandled_fault_hook(failure: MeshFailure) -> None:
     is interrupted too); uncaught, it ends the script with status 130, as in Monarch.
     """
     now = datetime.datetime.now()
+    tail = ""
+    if failure.log_tail:
+        tail = (f"\nThe last {len(failure.log_tail)} lines its process wrote:\n  "
+                + "\n  ".join(failure.log_tail))
     print(f"Unhandled monarch error on the root actor, hostname={socket.gethostname()}, "
-          f"PID={os.getpid()} at time {now}:\n{failure.report()}", file=sys.stderr, flush=True)
+          f"PID={os.getpid()} at time {now}:\n{failure.report()}{tail}", file=sys.stderr,
+          flush=True)
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
 
 

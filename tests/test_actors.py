@@ -380,3 +380,15 @@ def test_a_failed_call_is_an_error_span(procs):
 
     wait_until(lambda: len(spans()) == 2, "both call spans in the store")
     assert spans() == {"call span_outcome.boom": "error", "call span_outcome.add": "ok"}
+
+
+class Colliding(Actor):
+    @endpoint
+    def stop(self) -> None:
+        pass
+
+
+def test_an_endpoint_named_like_a_mesh_attribute_is_refused_at_spawn(procs):
+    with pytest.raises(ValueError, match="ActorMesh has an attribute that collides with an "
+                                         "endpoint name: attribute=stop"):
+        procs.spawn("colliding", Colliding)

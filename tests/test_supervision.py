@@ -386,3 +386,31 @@ def test_cleanup_runs_on_stop_and_instance_stop(procs):
     with pytest.raises(SupervisionError, match="done for today"):
         mesh.slice(gpus=3).ok.call_one().get(timeout=20)
     assert mesh.slice(gpus=2).ok.call_one().get(timeout=20) == 1
+
+
+class Chatty(Actor):
+    @endpoint
+    def say(self, lines: list[str]) -> None:
+        for line in lines:
+            print(line, flush=True)
+
+    @endpoint
+    def exit1(self) -> None:
+        os._exit(1)
+
+
+def test_a_dead_proc_brings_the_tail_of_its_output(fault_log):
+    from monarch._controller._job import current_job
+    from monarch.config import configured
+
+    procs = fresh(1)
+    mesh = procs.spawn("tailed", Chatty)
+    mesh.say.call_one([f"tail line {i}" for i in range(5)]).get(timeout=30)
+    store = current_job().store
+    wait_until(lambda: store.logs(text="tail line 4"), "the lines in the store")
+    with configured(tail_log_lines=3):
+        with pytest.raises(SupervisionError):
+            mesh.exit1.call_one().get(timeout=30)
+        failure = fault_log.wait_for(about("tailed"))
+    assert failure.log_tail == ["[stdout] tail line 2", "[stdout] tail line 3",
+                                "[stdout] tail line 4"]

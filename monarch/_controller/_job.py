@@ -36,8 +36,10 @@ from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
 from . import _admin_views as views
 from .._history import enabled as history_enabled
+from .._history import history_dir
 from ._exporters import start_exporters
 from ._history_writer import Watcher
+from ._logstream import LogStreamer
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
@@ -85,6 +87,7 @@ class Job:
         self.store = telemetry.Store()
         self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure,
                                      on_started=self._proc_started)
+        self.supervisor.log_tail = self._log_tail
         self.workers = Workers(self)
         self._spawning: dict[str, tuple[list[ProcRecord], Future[Any]]] = {}
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
@@ -100,7 +103,8 @@ class Job:
         self.proc_mesh = ProcMesh(procs="ctl", table=(self.runtime.address,), full=view,
                                   view=view, host_mesh=self.host_mesh)
         self.singletons: dict[str, Any] = {}
-        self.log_options: dict[str, Any] = {}
+        self.log_streamer = LogStreamer(
+            self.store, history_dir(self.job_id) if history_enabled() else self.run_dir)
         self._preloaded: set[str] = set()
         self._shut = False
         self._first_ready = False
@@ -222,6 +226,8 @@ class Job:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
         follow_settings(self.runtime)  # knobs set since the job started count from now on
         procs = f"{name or 'procs'}-{secrets.token_hex(3)}"
+        self.log_streamer.add_mesh(procs, config.get("enable_log_forwarding"),
+                                   config.get("enable_file_capture"))
         self.proc_extents[procs] = (list(labels), list(sizes))
         count = 1
         for size in sizes:
@@ -242,14 +248,14 @@ class Job:
                                 owner=owner or self.runtime.address, owner_id=owner_id)
             self.supervisor.add_proc(record)
             records.append(record)
-            config = self._proc_config(proc, procs, rank, labels, sizes,
+            proc_config = self._proc_config(proc, procs, rank, labels, sizes,
                                        table if local else None, boot)
             if host == LOCAL_HOST:
                 address = table[rank] or f"tcp://{tcp_host}:0"
                 self.local_agent(python or sys.executable).fork(
-                    proc, dict(config, address=address))
+                    proc, dict(proc_config, address=address))
             else:  # a remote proc keeps its node's environment (Slurm's variables and all)
-                remote.setdefault(host, []).append((proc, dict(config, env=None)))
+                remote.setdefault(host, []).append((proc, dict(proc_config, env=None)))
         for host, batch in remote.items():
             self.workers.fork(host, batch, python)
         self._maybe_preload()
@@ -329,7 +335,16 @@ class Job:
             self.runtime.notify(record.address, "stop_proc", {})
         grace = config.seconds("process_exit_timeout")
         self.runtime.call_later(grace, lambda: self._kill_stragglers(live))
-        return self._with_last_telemetry(ending, done)
+        stopped = self._with_last_telemetry(ending, done)
+        flushed: Future[None] = Future()  # the mesh's streamed lines printed before it returns
+
+        def flush() -> None:
+            self.log_streamer.flush(procs)
+            _copy(stopped, flushed)
+
+        stopped.add_done_callback(
+            lambda: threading.Thread(target=flush, name="monarch-log-flush", daemon=True).start())
+        return flushed
 
     def _with_last_telemetry(self, procs: list[str], exited: Future[None]) -> Future[None]:
         """`exited`, settled only once the last telemetry of `procs` is in the store: a proc
@@ -359,10 +374,26 @@ class Job:
             mesh = self.singletons[name] = self.proc_mesh.spawn(name, cls, *args, **kwargs)
         return mesh
 
-    def logging_option(self, stream_to_client: bool, aggregate_window_sec: int | None,
-                       level: int) -> None:
-        self.log_options = {"stream_to_client": stream_to_client,
-                            "aggregate_window_sec": aggregate_window_sec, "level": level}
+    def _log_tail(self, proc: str, lines: int) -> list[str]:
+        """The last `lines` lines `proc` wrote (stdout, stderr, logging), oldest first."""
+        mine = [r for r in self.store.logs(limit=50_000) if r.tags.get("proc") == proc]
+        return [f"[{r.stream}] {r.text}" for r in mine[-lines:]]
+
+    def logging_option(self, procs: str, stream_to_client: bool,
+                       aggregate_window_sec: float | None, level: int) -> Future[bool]:
+        """ProcMesh.logging_option (see `_logstream`): settles False when forwarding was off
+        when the mesh was spawned. Applied on a thread of its own (flushing prints)."""
+        out: Future[bool] = Future()
+
+        def apply() -> None:
+            try:
+                out.set_result(self.log_streamer.set_mode(procs, stream_to_client,
+                                                          aggregate_window_sec, level))
+            except BaseException as exc:  # noqa: BLE001 - the caller's future says why
+                out.set_exception(exc)
+
+        threading.Thread(target=apply, name="monarch-logging-option", daemon=True).start()
+        return out
 
     def live_procs(self, hosts: list[str]) -> list[tuple[Any, ...]]:
         """(host, proc mesh, rank, address, labels, sizes) of each running proc on `hosts`."""
@@ -420,6 +451,7 @@ class Job:
         time.sleep(0.05)
         if self.runtime.final_telemetry is not None:
             self.runtime.final_telemetry()  # the controller's own last records, into the store
+        self.log_streamer.close()
         self.watcher.close()
         self.exporters.close()
         for agent in self.agents.values():

@@ -13,7 +13,7 @@ import signal as _signal
 import time
 from typing import Any, Callable
 
-from .. import _supervision
+from .. import _supervision, config
 from .._future import Future
 from .._proc_mesh import STOPPED_REASON
 from .._process import ProcessRuntime
@@ -81,6 +81,8 @@ class Supervisor:
         self.failures: list[dict[str, Any]] = []
         """Every failure report of the job, oldest first (kept for the console and CLI)."""
         self._stop_waiters: list[tuple[set[str], Future[None]]] = []
+        self.log_tail: Callable[[str, int], list[str]] = lambda proc, lines: []
+        """The last lines a proc wrote (tail_log_lines of them go with its failure)."""
         self._on_failure = on_failure
         runtime.kind_handlers[ProcStarted] = lambda msg, frames: self.proc_started(msg)
         runtime.notice_handlers["actor_started"] = self.actor_started
@@ -178,6 +180,10 @@ class Supervisor:
 
     def _proc_failed(self, record: ProcRecord, reason: str) -> None:
         self._dead(record, reason)
+        where = _where(record)
+        lines = config.get("tail_log_lines")
+        if lines:
+            where["log_tail"] = self.log_tail(record.proc, lines)
         meshes, reported = [], False
         for mesh in (self.meshes[m] for m in record.meshes if m in self.meshes):
             rank = next((r for r, p in mesh.ranks.items() if p == record.proc), None)
@@ -190,7 +196,7 @@ class Supervisor:
             self._failure({
                 "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
                 "class_name": mesh.class_name, "owner": mesh.owner, "owner_id": mesh.owner_id,
-                "label": mesh.labels[rank], **_where(record), "reason": reason,
+                "label": mesh.labels[rank], **where, "reason": reason,
                 "report": f"The actor {mesh.labels[rank]} and all its descendants have "
                           f"failed:\n  {reason}"})
         if not meshes and not reported:  # no actor to blame: the proc mesh's owner hears
@@ -198,7 +204,7 @@ class Supervisor:
                 "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
                 "class_name": None, "owner": record.owner or self.runtime.address,
                 "owner_id": record.owner_id,
-                **_where(record), "reason": reason,
+                **where, "reason": reason,
                 "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
                           f"  {reason}"})
 

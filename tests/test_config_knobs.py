@@ -1,0 +1,98 @@
+"""`monarch.config`: every knob acts (in the controller and in procs) or is refused."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import zmq
+
+from monarch import config
+from monarch._wire import _transport
+from monarch._wire._messages import Notice
+from monarch._wire._transport import Inbox, Outbox, PeerGone
+from monarch.actor import Actor, endpoint, this_host
+from monarch.config import configure, configured
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_unknown_refused_and_mistyped_keys():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_knob'"):
+        configure(no_such_knob=1)
+    with pytest.raises(ValueError, match="message_ack_time_interval tunes Monarch's Rust"):
+        configure(message_ack_time_interval="1s")
+    with pytest.raises(TypeError, match="duration string"):
+        configure(process_exit_timeout=30)
+    with pytest.raises(ValueError, match="not a duration"):
+        configure(process_exit_timeout="thirty")
+    with pytest.raises(TypeError, match="takes a bool"):
+        configure(enable_log_forwarding="yes")
+    with pytest.raises(ValueError, match="at least 1"):
+        configure(cast_fanout=0)
+    with pytest.raises(ValueError, match="not available"):
+        configure(default_transport="quic")
+    with configured(tail_log_lines=7, message_delivery_timeout="1m 30s") as now:
+        assert now["tail_log_lines"] == 7 and config.seconds("message_delivery_timeout") == 90
+    assert config.get("tail_log_lines") == 0  # restored
+    assert set(config.get_global_config()) == set(config.KEYS)
+
+
+class Knobs(Actor):
+    @endpoint
+    def seen(self) -> dict:
+        from monarch import _forward, _process
+
+        runtime = _process.current()
+        return {"fanout": _forward.FANOUT, "delivery": runtime.outbox.delivery_timeout,
+                "spawn_wait": runtime.spawn_wait_s,
+                "frame": config.get("codec_max_frame_length")}
+
+    @endpoint
+    def nbytes(self, data: bytes) -> int:
+        return len(data)
+
+
+def test_knobs_reach_the_procs_spawned_under_them(fault_log):
+    with configured(cast_fanout=2, message_delivery_timeout="7s", actor_spawn_max_idle="9s",
+                    codec_max_frame_length=100_000):
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+    try:
+        mesh = procs.spawn("knobs", Knobs)
+        assert list(mesh.seen.call().get(timeout=60).values()) == [
+            {"fanout": 2, "delivery": 7.0, "spawn_wait": 9.0, "frame": 100_000}] * 2
+        with configured(codec_max_frame_length=1_000):
+            with pytest.raises(ValueError, match="more than codec_max_frame_length=1000"):
+                mesh.nbytes.call(b"x" * 5_000)
+            assert list(mesh.nbytes.call(b"x" * 100).get(timeout=60).values()) == [100, 100]
+    finally:
+        procs.stop().get(timeout=60)
+
+
+def test_a_send_the_peer_never_takes_gives_up_after_the_delivery_timeout(monkeypatch, tmp_path):
+    monkeypatch.setattr(_transport, "HWM", 5)
+    ctx = zmq.Context()
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/slow.sock")  # never read
+    outbox = Outbox(ctx, secret)
+    outbox.delivery_timeout = 0.5
+    failed: list[PeerGone] = []
+
+    def flood() -> None:
+        try:
+            for i in range(100_000):
+                outbox.send(inbox.address, Notice("x", i))
+        except PeerGone as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=flood)
+    thread.start()
+    thread.join(timeout=60)
+    try:
+        assert not thread.is_alive() and failed
+        assert "message_delivery_timeout" in str(failed[0])
+    finally:
+        outbox.close(0)
+        inbox.close()
+        ctx.destroy(linger=0)
