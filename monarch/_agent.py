@@ -33,6 +33,9 @@ def spawn_handler(runtime: ProcessRuntime, proc_mesh: Any) -> Any:
     """The system method `spawn`: creates this process's actor of a new mesh (I/O thread)."""
     def spawn(msg: Call, frames: list[Any]) -> None:
         header = SpawnHeader(msgpack.unpackb(frames[0].buffer, raw=False))
+        if runtime.held_spawns is not None and header.owner != runtime.address:
+            runtime.held_spawns.append((msg, frames))  # the proc's bootstrap still runs
+            return
         view = runtime.view(msg.view)
         cls = AsyncSlot if header.is_async else SyncSlot
         slot = cls(runtime, header, view, msg.lo, frames[1:], proc_mesh)

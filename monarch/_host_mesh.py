@@ -47,7 +47,10 @@ class HostMesh(OnView):
                                       owner.actor_id, runtime.address if runtime else "",
                                       self._python).get(timeout=120)
         full = View.dense(labels, sizes)
-        return ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
+        mesh = ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
+        if owner._slot is not None:
+            owner._slot.own(mesh)  # its descendants: stopped with it
+        return mesh
 
     @property
     def initialized(self) -> Future[bool]:

@@ -24,7 +24,6 @@ from ._channel import Port
 from . import _instrument
 from ._context import Context, Creator, Instance, enter, leave
 from ._endpoint import endpoint_table
-from ._future import LazyLoop
 from ._leader import BATON
 from ._process import ProcessRuntime
 from ._wire import _serial
@@ -99,6 +98,8 @@ class ActorSlot:
         self._inflight: list[Call] = []
         """Calls being handled now; a failure of the actor answers them at once."""
         self._lock = threading.Lock()  # guards state changes to failed/stopped and _inflight
+        self._owned: list[Any] = []
+        """Meshes (actor and proc) this actor spawned: its descendants, stopped with it."""
         # What it runs now and what waits (read, not locked, by the shipper on the I/O thread):
         self.running: dict[int, tuple[Any, ...]] = {}
         """id(msg) -> (method, start_ns, sender, trace, bytes) of each handler running now."""
@@ -301,7 +302,28 @@ class ActorSlot:
             self.refuse(msg)
         self.done.set()
         self._cancel_tasks()
+        self.stop_descendants()  # "and all its descendants": what it spawned goes with it
         self.runtime.notify(self.header.controller, "actor_failed", report)
+
+    def own(self, mesh: Any) -> None:
+        """Records a mesh this actor spawned (any thread)."""
+        self._owned.append(mesh)
+
+    def stop_descendants(self) -> list[Any]:
+        """Stops every mesh this actor spawned (actor meshes first, then proc meshes); the
+        stops' futures."""
+        owned, self._owned = self._owned, []
+        from ._actor_mesh import ActorMesh
+
+        meshes = [m for m in owned if isinstance(m, ActorMesh)]
+        meshes += [m for m in owned if not isinstance(m, ActorMesh)]
+        futures = []
+        for mesh in meshes:
+            try:
+                futures.append(mesh.stop())
+            except Exception:  # noqa: BLE001 - a descendant already gone stops nothing
+                pass
+        return futures
 
     def _cancel_tasks(self) -> None:
         """Cancels what runs on the actor's behalf besides its handler (async actors)."""
@@ -469,6 +491,7 @@ class SyncSlot(ActorSlot):
                     self.cleanup()
                 except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
                     traceback.print_exc()
+                _wait_all(self.stop_descendants())
                 self.stopped(*frames)
                 self._drain_refusing()
                 return
@@ -506,11 +529,15 @@ class SyncSlot(ActorSlot):
 
 
 class AsyncSlot(ActorSlot):
-    """An async actor: one dispatch task on the process's actor loop; `@concurrent_endpoint`
-    handlers and async `__supervise__` calls run as tasks of their own."""
+    """An async actor: a loop thread of its own (as Monarch's: an actor blocking its loop,
+    in `__init__` or a handler, blocks no other actor) running one dispatch task;
+    `@concurrent_endpoint` handlers and async `__supervise__` calls run as tasks of their own.
+    The loop ends once the actor has stopped or failed and its tasks are done."""
 
     def start(self) -> None:
-        self._loop = actor_loop()
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=_run_loop, args=(self._loop,),
+                         name=f"actor-{self.instance.name}", daemon=True).start()
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -526,14 +553,29 @@ class AsyncSlot(ActorSlot):
 
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         self._pending.append(item)
-        self._loop.call_soon_threadsafe(self._wake)
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # the actor stopped and its loop ended: nothing reads the queue
+            self._pending.remove(item)
+            kind, arg = item
+            if kind is PING:
+                self.ping(arg)
+            elif kind is _STOP:
+                _, port = arg
+                if port is not None:
+                    self.runtime.reply(port, self.index, OK)
+            else:
+                self.refuse(kind)
 
     def _wake(self) -> None:
         if self._wakeup is not None:
             self._wakeup.set()
 
     def _wake_control(self) -> None:
-        self._loop.call_soon_threadsafe(self._supervise_now)
+        try:
+            self._loop.call_soon_threadsafe(self._supervise_now)
+        except RuntimeError:  # the loop ended with the actor
+            self._control.clear()
 
     def _spawn(self, coro: Any) -> "asyncio.Task[Any]":
         task = self._loop.create_task(coro)
@@ -597,6 +639,8 @@ class AsyncSlot(ActorSlot):
             msg, frames = pending.popleft()
             if msg is _STOP:
                 await self._stop(*frames)
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                self._loop.stop()  # the actor is done: its loop thread ends
                 return
             if msg is PING:
                 self.ping(frames)
@@ -622,6 +666,11 @@ class AsyncSlot(ActorSlot):
                 await outcome
         except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
             traceback.print_exc()
+        for future in self.stop_descendants():
+            try:
+                await asyncio.wait_for(future.as_asyncio(), _DESCENDANTS_S)
+            except Exception:  # noqa: BLE001 - a descendant that does not stop is left
+                pass
         self.stopped(reason, port)
         while self._pending:
             item, arg = self._pending.popleft()
@@ -644,6 +693,18 @@ class AsyncSlot(ActorSlot):
             self.finish(msg, begun, result)
 
 
+_DESCENDANTS_S = 30.0
+"""How long a stopping actor waits for the meshes it spawned to stop."""
+
+
+def _wait_all(futures: list[Any]) -> None:
+    for future in futures:
+        try:
+            future.get(timeout=_DESCENDANTS_S)
+        except Exception:  # noqa: BLE001 - a descendant that does not stop is left
+            pass
+
+
 def _cancelling() -> bool:
     """True when the running task is being cancelled (not merely seeing a CancelledError)."""
     task = asyncio.current_task()
@@ -664,13 +725,12 @@ class _NullPort:
         pass
 
 
-_actors_loop = LazyLoop("monarch-actors")
-
-
-def actor_loop() -> asyncio.AbstractEventLoop:
-    """The process's loop for async actors (not the futures' loop: an actor blocking on a
-    coroutine future must not wait on its own loop)."""
-    return _actors_loop.get()
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def _strip(exc: BaseException) -> BaseException:

@@ -8,9 +8,12 @@ hostname, env, path, cwd, and optionally bootstrap (a pickled callable).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +62,46 @@ def run(config: dict[str, Any]) -> int:
     _instrument.start_process(runtime, enabled=config["telemetry"], ship_to=config["controller"],
                               ingest=None, capture=True)
     _debug.install()
+    started = ProcStarted(config["proc"], os.getpid(), runtime.address, config["hostname"])
     if config.get("bootstrap"):
-        _serial.loads(config["bootstrap"])()
-    runtime.outbox.send(config["controller"], ProcStarted(
-        config["proc"], os.getpid(), runtime.address, config["hostname"]))
+        _bootstrap(runtime, _serial.loads(config["bootstrap"]), config["controller"], started)
+    else:
+        runtime.outbox.send(config["controller"], started)
     runtime.run_here()
     runtime.outbox.close(linger_ms=1000)
     # Closing a socket only queues its last messages for zmq's I/O thread; the process exits
     # right after (os._exit in the zygote's child), so wait (1 s at most) until they left.
     runtime.ctx.destroy(linger=1000)
     return 0
+
+
+def _bootstrap(runtime: ProcessRuntime, bootstrap: Any, controller: str,
+               started: ProcStarted) -> None:
+    """Runs the proc mesh's `bootstrap` (sync or async) before any actor of another process is
+    spawned here: it runs on a thread of its own while the loop runs (so it may spawn actors on
+    `this_proc()` and call them), spawns from elsewhere wait until it returned. A bootstrap
+    that raises ends the proc (a supervision event of its mesh)."""
+    runtime.held_spawns = []
+
+    def run() -> None:
+        try:
+            result = bootstrap()
+            if inspect.iscoroutine(result):
+                asyncio.run(result)
+        except BaseException:  # noqa: BLE001 - reported, and the proc ends
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        runtime.call_soon(release)
+
+    def release() -> None:
+        held, runtime.held_spawns = runtime.held_spawns or [], None
+        spawn = runtime.system_methods["spawn"]
+        for msg, frames in held:
+            spawn(msg, frames)
+        runtime.outbox.send(controller, started, block=False)
+
+    threading.Thread(target=run, name="monarch-bootstrap", daemon=True).start()
 
 
 def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:

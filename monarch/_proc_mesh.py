@@ -72,10 +72,14 @@ class ProcMesh(OnView):
         runtime.cast(owner._sender, "@" + self._procs, "spawn", self._procs, self._table,
                      self._view, self._ranks, [header, data, *buffers], None)
         endpoints, methods = endpoint_table(Class)
-        return ActorMesh(mesh_id=mesh_id, name=name, class_name=class_name,
-                         endpoints=frozenset(endpoints), methods=frozenset(methods),
-                         procs=self._procs, table=self._table, full=self._view, view=self._view,
-                         owner_id=owner.actor_id, owner_label=owner.label)
+        mesh: ActorMesh[T] = ActorMesh(
+            mesh_id=mesh_id, name=name, class_name=class_name,
+            endpoints=frozenset(endpoints), methods=frozenset(methods), procs=self._procs,
+            table=self._table, full=self._view, view=self._view, owner_id=owner.actor_id,
+            owner_label=owner.label)
+        if owner._slot is not None:
+            owner._slot.own(mesh)  # its descendants: stopped with it
+        return mesh
 
     # -- geometry --------------------------------------------------------------------------
     def _with(self, view: View) -> "ProcMesh":

@@ -62,6 +62,8 @@ class ProcessRuntime:
         self._port_ids = itertools.count(1)
         self._views: dict[tuple, View] = {}
         self.forwarder = Forwarder(self)
+        self.held_spawns: list[tuple[Call, list[Any]]] | None = None
+        """Spawns from other processes held while this proc's bootstrap runs (None: none)."""
         self.spawn_wait_s = 30.0
         """How long a ping waits for an actor whose spawn has not arrived (actor_spawn_max_idle)."""
         self._calls: list[Callable[[], None]] = []

@@ -47,50 +47,76 @@ def _skip_fails_under_ci(report: Any) -> None:
         report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
 
 
-# What the project and its tests put in the temp directory: all of it must be gone when the
-# session ends (the run root itself stays; only the session's own job may still be in it).
-LEFTOVER_PREFIXES = ("monarch-", "ct-", "ctmp-")
+# The session's own temp directory: every temp file of the session and of the processes it
+# starts (TMPDIR is inherited) lands in it, and so does the run root of its jobs. At the end it
+# must hold nothing but pytest's own folder and the session job's run directory; it is then
+# removed (kept, and named, when something failed). Sessions running side by side (several
+# developers, a CI runner) cannot see each other's files.
+_SESSION: dict[str, Any] = {}
 
 
-def _temp_entries() -> set[str]:
+def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
-    return {name for name in os.listdir(tempfile.gettempdir())
-            if name.startswith(LEFTOVER_PREFIXES) or name.endswith(".sock")}
+    if "root" in _SESSION or os.environ.get("MONARCH_TEST_TMP_OWNER"):
+        return  # a pytest started by a test: it lives in its parent session's directory
+    root = tempfile.mkdtemp(prefix="mts-")  # short: ipc socket paths must fit in 108 bytes
+    _SESSION.update(root=root, saved={k: os.environ.get(k) for k in
+                                      ("TMPDIR", "MONARCH_RUN_DIR", "MONARCH_TEST_TMP_OWNER")})
+    os.environ["TMPDIR"] = root
+    os.environ["MONARCH_RUN_DIR"] = os.path.join(root, "run")
+    os.environ["MONARCH_TEST_TMP_OWNER"] = str(os.getpid())
+    tempfile.tempdir = root
 
 
-def _run_root_entries() -> set[str]:
-    from monarch._rundir import run_root_path
+def leftovers(root: str, own_job: str | None) -> list[str]:
+    """What the session left in its temp directory (pytest's folder and, in the run root, the
+    session job's directory and the kept folders aside)."""
+    from monarch._rundir import KEPT
 
-    root = run_root_path()
-    return set(os.listdir(root)) if root.is_dir() else set()
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_BEFORE] = (_temp_entries(), _run_root_entries())
+    left = [name for name in os.listdir(root) if not name.startswith("pytest-of-")
+            and name != "run"]
+    run = os.path.join(root, "run")
+    if os.path.isdir(run):
+        left += [f"run/{name}" for name in os.listdir(run)
+                 if name != own_job and name not in KEPT]
+        for kept in KEPT:
+            folder = os.path.join(run, kept)
+            if os.path.isdir(folder):
+                left += [f"run/{kept}/{name}" for name in os.listdir(folder)]
+    return sorted(left)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fails the session if it left files behind in the temp directory or the run root."""
-    before = session.config.stash.get(_BEFORE, None)
-    if before is None or exitstatus not in (0, 1):
+    """Fails the session if it left files behind; removes its temp directory."""
+    import shutil
+    import tempfile
+
+    root = _SESSION.get("root")
+    if root is None or os.environ.get("MONARCH_TEST_TMP_OWNER") != str(os.getpid()):
         return
     from monarch._controller._job import current_job
-    from monarch._rundir import run_root_path
 
     job = current_job()
-    own = {job.run_dir.name} if job is not None else set()
-    root_name = run_root_path().name
-    left = sorted(_temp_entries() - before[0] - {root_name})
-    left += [f"{run_root_path()}/{n}" for n in sorted(_run_root_entries() - before[1] - own)]
+    left = leftovers(root, job.run_dir.name if job is not None else None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if left:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(f"the test session left files behind: {left}", red=True)
+            reporter.write_line(f"the test session left files behind in {root}: {left}",
+                                red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-_BEFORE = pytest.StashKey[tuple[set[str], set[str]]]()
+    for key, value in _SESSION["saved"].items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    tempfile.tempdir = None
+    if session.exitstatus == 0:
+        if job is not None:
+            job.shutdown()  # its run directory is in `root`: end it before removing `root`
+        shutil.rmtree(root, ignore_errors=True)
+    elif reporter is not None:
+        reporter.write_line(f"the session's temp directory is kept: {root}")
 
 
 class FaultLog:

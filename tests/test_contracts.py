@@ -194,21 +194,30 @@ def test_a_skipped_test_fails_under_ci(tmp_path):
 
 
 def test_a_session_that_leaves_files_behind_fails(tmp_path):
-    """tests/conftest.py fails the session when the temp directory keeps something of ours."""
+    """tests/conftest.py gives a session its own temp directory, and fails the session when
+    something is left in it."""
+    import re
     import shutil
 
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_leak.py").write_text(
         "import tempfile\n\ndef test_leaks():\n"
-        "    print(tempfile.mkdtemp(prefix='monarch-leaktest-'))\n")
-    run = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(tmp_path)]
-    out = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    leaked = [line for line in out.stdout.splitlines() if "monarch-leaktest-" in line]
+        "    tempfile.mkdtemp(prefix='leaktest-')\n")
+    (tmp_path / "test_clean.py").write_text(
+        "import tempfile\n\ndef test_cleans():\n"
+        "    with tempfile.TemporaryDirectory():\n        pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "MONARCH_TEST_TMP_OWNER"}
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    clean = subprocess.run([*run, str(tmp_path / "test_clean.py")], capture_output=True,
+                           text=True, timeout=120, cwd=tmp_path, env=env)
+    assert clean.returncode == 0, clean.stdout
+    leak = subprocess.run([*run, str(tmp_path / "test_leak.py")], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env)
+    kept = re.search(r"the session's temp directory is kept: (\S+)", leak.stdout)
     try:
-        assert out.returncode == 1, out.stdout
-        assert "the test session left files behind" in out.stdout
+        assert leak.returncode == 1, leak.stdout
+        assert re.search(r"the test session left files behind in \S+: \['leaktest-\w+'\]",
+                         leak.stdout), leak.stdout
     finally:
-        for line in leaked:
-            path = line.strip().split()[-1]
-            if os.path.isdir(path):
-                os.rmdir(path)
+        if kept:
+            shutil.rmtree(kept.group(1), ignore_errors=True)

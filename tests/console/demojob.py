@@ -22,7 +22,7 @@ class DemoJob:
 
     def __init__(self, root: Path, *args: str) -> None:
         # ipc socket paths must stay short (108 bytes): the run directory is not under root
-        self.run_dir = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+        self.run_dir = Path(tempfile.mkdtemp(prefix="ct-"))
         self.control = root / "control"
         self.control.mkdir(exist_ok=True)
         self.log = root / "workload.log"

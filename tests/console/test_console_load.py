@@ -78,7 +78,7 @@ def test_64_actors_in_a_real_terminal(capsys):
     """`monarch demo --loggers 64` in tmux: the header's refresh rate, read off the screen."""
     from test_console_tmux import MONARCH, Tmux
 
-    run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
+    run_dir = tempfile.mkdtemp(prefix="ct-")
     tmux = Tmux(f"cload-{os.getpid()}", f"{MONARCH} demo --loggers {LOGGERS} "
                 f"--refresh 0.5", {"MONARCH_RUN_DIR": run_dir})
     try:

@@ -159,8 +159,8 @@ def test_monarch_demo_in_a_terminal(tmp_path):
     import json
     import tempfile
 
-    run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
-    scratch = tempfile.mkdtemp(prefix="ctmp-", dir="/tmp")  # the demo's TMPDIR
+    run_dir = tempfile.mkdtemp(prefix="ct-")
+    scratch = tempfile.mkdtemp(prefix="ctmp-")  # the demo's TMPDIR
     tmux = Tmux(f"cdemo-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",
                 {"MONARCH_RUN_DIR": run_dir, "TMPDIR": scratch})
     try:
@@ -187,8 +187,8 @@ def test_monarch_demo_leaves_nothing_when_its_terminal_closes():
     import json
     import tempfile
 
-    run_dir = tempfile.mkdtemp(prefix="ct-", dir="/tmp")
-    scratch = tempfile.mkdtemp(prefix="ctmp-", dir="/tmp")  # the demo's TMPDIR
+    run_dir = tempfile.mkdtemp(prefix="ct-")
+    scratch = tempfile.mkdtemp(prefix="ctmp-")  # the demo's TMPDIR
     tmux = Tmux(f"chup-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",
                 {"MONARCH_RUN_DIR": run_dir, "TMPDIR": scratch})
     try:
