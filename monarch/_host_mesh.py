@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _context, _process, _services
-from ._future import Future, resolved
+from ._future import Future, chained, resolved
 from ._geometry import OnView
 from ._proc_mesh import ProcMesh
 from ._shape import View
@@ -19,11 +19,13 @@ class HostMesh(OnView):
     """
 
     def __init__(self, *, hosts: tuple[str, ...], full: View, view: View,
-                 python: str | None = None) -> None:
+                 python: str | None = None, attached: Future[Any] | None = None) -> None:
         self._hosts = hosts
         self._full = full
         self._view = view
         self._python = python
+        self._attached = attached
+        """Settles once the hosts' workers took this job (None: they had already)."""
 
     def spawn_procs(self, per_host: dict[str, int] | None = None, bootstrap: Any = None,
                     *, name: str | None = None) -> ProcMesh:
@@ -32,6 +34,8 @@ class HostMesh(OnView):
         The proc mesh's extent is this mesh's extent followed by `per_host`'s dimensions.
         `bootstrap`, if given, is called with no arguments in each new proc before any actor.
         """
+        if self._attached is not None:
+            self._attached.get()  # the workers took the job (or this raises why not)
         per_host = dict(per_host or {})
         for label, size in per_host.items():
             if not isinstance(size, int) or size < 1:
@@ -54,12 +58,15 @@ class HostMesh(OnView):
 
     @property
     def initialized(self) -> Future[bool]:
-        """A future of True once the hosts are usable; a HostMesh is made from hosts that
-        answered already (this host, attached workers), so it is settled."""
-        return resolved(True)
+        """A future of True once the hosts are usable (attached workers answered); it fails
+        with the attach's RuntimeError if they did not."""
+        if self._attached is None:
+            return resolved(True)
+        return chained(self._attached, lambda _: True)
 
     def _with(self, view: View) -> "HostMesh":
-        return HostMesh(hosts=self._hosts, full=self._full, view=view, python=self._python)
+        return HostMesh(hosts=self._hosts, full=self._full, view=view, python=self._python,
+                        attached=self._attached)
 
     def with_python_executable(self, python_executable: str) -> "HostMesh":
         """The same hosts, whose new procs run `python_executable` (a path on the hosts).
@@ -70,7 +77,7 @@ class HostMesh(OnView):
         if not isinstance(python_executable, str) or not python_executable:
             raise ValueError(f"python_executable must be a path, got {python_executable!r}")
         return HostMesh(hosts=self._hosts, full=self._full, view=self._view,
-                        python=python_executable)
+                        python=python_executable, attached=self._attached)
 
     def sync_workspace(self, workspace: Any = None, conda: bool = False,
                        auto_reload: bool = False, *, path: Any = None) -> Future[Any]:

@@ -104,7 +104,7 @@ def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
 
     addresses, _ = workers
     monkeypatch.setenv("MONARCH_WORKER_SECRET", "not the secret")
-    with pytest.raises(TimeoutError, match="MONARCH_WORKER_SECRET"):
+    with pytest.raises(RuntimeError, match="attach failed.*MONARCH_WORKER_SECRET"):
         _remote.attach_to_workers(addresses[:1], timeout=2.0)
     refusal = wait_until(lambda: re.search(r"refused (\d+) connection\(s\) that did not prove "
                                            r"the worker secret",
@@ -112,3 +112,56 @@ def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
                          "the worker to report the refusal")
     assert int(refusal.group(1)) >= 1
     assert "refused" not in (tmp_path / "worker-1.err").read_text()  # not asked: not refused
+
+
+def _worker(address: str, **popen: object) -> subprocess.Popen:
+    """A worker started as Monarch's docs start one, trusting every connection."""
+    code = ("from monarch.actor import run_worker_loop_forever; "
+            f"run_worker_loop_forever(address={address!r}, ca='trust_all_connections')")
+    env = {k: v for k, v in os.environ.items() if k != "MONARCH_WORKER_SECRET"}
+    return subprocess.Popen([sys.executable, "-c", code], env=env, **popen)  # type: ignore
+
+
+def test_workers_on_ipc_and_inherited_sockets_with_trust_all(tmp_path, fault_log):
+    """Worker loops on an ipc path and on a listening socket handed over as a file descriptor;
+    `ca="trust_all_connections"` on both sides needs no worker secret."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    children = [_worker(f"ipc://{tmp_path}/w0"),
+                _worker(f"tcp://127.0.0.1:fd{listener.fileno()}", pass_fds=(listener.fileno(),))]
+    listener.close()
+    try:
+        hosts = attach_to_workers(ca="trust_all_connections",
+                                  workers=[f"ipc://{tmp_path}/w0", f"tcp://127.0.0.1:{port}"])
+        assert hosts.initialized.get(timeout=60) is True
+        mesh = hosts.spawn_procs(per_host={"gpus": 1}).spawn("anywhere", Where)
+        found = mesh.where.call().get(timeout=60)
+        assert [p["hosts"] for p, _ in found.items()] == [0, 1]
+        assert {info["pid"] for _, info in found.items()}.isdisjoint({os.getpid()})
+    finally:
+        for child in children:
+            child.terminate()
+            child.wait(timeout=30)
+        sweep_dead(run_root())
+
+
+def test_attach_to_an_absent_worker_fails_at_first_use(tmp_path):
+    from monarch.config import configured
+
+    with configured(mesh_attach_config_timeout="500ms"):
+        hosts = attach_to_workers(ca="trust_all_connections",
+                                  workers=[f"ipc://{tmp_path}/nobody"])
+        for _ in range(2):  # every observer gets the same error
+            with pytest.raises(RuntimeError, match="attach failed: config push failed") as info:
+                hosts.initialized.get(timeout=30)
+            assert f"{tmp_path}/nobody" in str(info.value)
+        with pytest.raises(RuntimeError, match="attach failed"):
+            hosts.spawn_procs(per_host={"gpus": 1})
+
+
+def test_tls_arguments_are_refused_not_ignored():
+    with pytest.raises(ValueError, match="not TLS certificates"):
+        attach_to_workers(ca="/etc/ssl/ca.pem", workers=["tcp://127.0.0.1:1"])
+    with pytest.raises(ValueError, match="private_key is not supported"):
+        attach_to_workers(private_key="/etc/ssl/key.pem", workers=["tcp://127.0.0.1:1"])

@@ -129,9 +129,11 @@ class Workers:
 
     def _expire(self, pending: set[str], done: Future[None], timeout: float) -> None:
         if pending and not done.done():
-            done.set_exception(TimeoutError(
-                f"no answer within {timeout:.0f}s from the workers at {sorted(pending)}: are "
-                "they running, and do they share this job's MONARCH_WORKER_SECRET?"))
+            done.set_exception(RuntimeError(
+                f"attach failed: config push failed during attach: no answer within "
+                f"{timeout:g}s from the workers at {sorted(pending)}: are they running, and "
+                "do they share this job's worker secret (MONARCH_WORKER_SECRET, or "
+                "ca='trust_all_connections' on both sides)?"))
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -151,20 +153,28 @@ class Workers:
 
 
 def attach_to_workers(workers: list[Any], name: str | None = None,
-                      timeout: float = 30.0, secret: bytes | None = None) -> Any:
+                      timeout: float | None = None, secret: bytes | None = None,
+                      lazy: bool = False) -> Any:
     """A HostMesh (`hosts` dimension) over running workers; see `monarch.actor`. `secret`:
-    the workers' secret (default: MONARCH_WORKER_SECRET[_FILE])."""
+    the workers' secret (default: MONARCH_WORKER_SECRET[_FILE]); `timeout`: how long each
+    worker may take to answer (default: the `mesh_attach_config_timeout` knob). With `lazy`,
+    returns at once: `initialized` and `spawn_procs` wait for the attach (and raise its
+    RuntimeError); otherwise it is waited for here."""
+    from .. import config
+    from .._context import root
     from .._host.worker import worker_secret
     from .._host_mesh import HostMesh
     from .._services import call
-    from .._context import root
     from .._shape import View
 
     root()  # this process becomes the controller, if it is not yet
+    wait = config.seconds("mesh_attach_config_timeout") if timeout is None else timeout
     addresses = [w.get(timeout=60) if isinstance(w, Future) else str(w) for w in workers]
     if not addresses:
         raise ValueError("attach_to_workers needs at least one worker address")
-    call("attach_workers", addresses, secret or worker_secret(), timeout).get(
-        timeout=timeout + 60)
+    attached = call("attach_workers", addresses, secret or worker_secret(), wait)
     view = View.dense(["hosts"], [len(addresses)])
-    return HostMesh(hosts=tuple(addresses), full=view, view=view)
+    if not lazy:
+        attached.get(timeout=wait + 60)
+        return HostMesh(hosts=tuple(addresses), full=view, view=view)
+    return HostMesh(hosts=tuple(addresses), full=view, view=view, attached=attached)

@@ -38,7 +38,7 @@ from typing import Any
 from .._future import Future
 from .._identity import ProcessIdentity, set_current_process
 from .._process import ProcessRuntime
-from .._rundir import claim, run_root, sweep_dead
+from .._rundir import claim, ipc_endpoint, run_root, sweep_dead
 from .._wire._messages import ProcExited
 from ._agent import HostAgent
 
@@ -129,8 +129,15 @@ class Worker:
             if controller not in self.controllers:
                 continue  # released meanwhile: its procs are not wanted any more
             self._forking[proc] = controller
-            agent.fork(proc, dict(config, address=f"tcp://{self.bind_host}:0",
+            agent.fork(proc, dict(config, address=self._proc_address(proc),
                                   hostname=self.hostname))
+
+    def _proc_address(self, proc: str) -> str:
+        """Where a proc forked here listens: tcp on the worker's host, or, for a worker on
+        an ipc address (this host only), an ipc socket in the worker's run directory."""
+        if self.runtime.address.startswith("ipc://"):
+            return ipc_endpoint(self.runtime.identity.run_dir, proc)
+        return f"tcp://{self.bind_host}:0"
 
     def forked(self, proc: str, pid: int) -> None:
         controller = self._forking.pop(proc, None)
@@ -277,8 +284,9 @@ def serve_in_background(address: str, secret: bytes | None = None) -> Future[Non
 
 
 def _runtime(address: str, secret: bytes | None) -> ProcessRuntime:
-    if not address.startswith("tcp://"):
-        raise ValueError(f"a worker listens on tcp://HOST:PORT, not {address!r}")
+    if not address.startswith(("tcp://", "ipc://")):
+        raise ValueError(f"a worker listens on tcp://HOST:PORT, tcp://HOST:fdN (an inherited "
+                         f"listening socket) or ipc:///PATH, not {address!r}")
     # In the per-user run root, owned by this process: removed when the worker ends, and
     # swept by the next job or worker on this host if the worker was SIGKILLed.
     root = run_root()
@@ -293,6 +301,8 @@ def _runtime(address: str, secret: bytes | None) -> ProcessRuntime:
 
 
 def _host_of(address: str) -> str:
+    if address.startswith("ipc://"):
+        return "127.0.0.1"  # an ipc worker is reached from this host only
     return address.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
 
 

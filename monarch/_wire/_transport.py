@@ -13,6 +13,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import ipaddress
+import os
+import socket
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -68,6 +70,21 @@ def is_private(endpoint: str) -> bool:
         return False
 
 
+def inherited_fd(endpoint: str) -> tuple[str, int | None]:
+    """`tcp://HOST:fdN` names a listening TCP socket inherited as file descriptor N: returns
+    (`tcp://HOST:PORT` with the port it is bound to, N); any other endpoint as is, None."""
+    if not endpoint.startswith("tcp://"):
+        return endpoint, None
+    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+    if not (port.startswith("fd") and port[2:].isdigit()):
+        return endpoint, None
+    fd = int(port[2:])
+    with socket.socket(fileno=os.dup(fd)) as bound:
+        bound_port = bound.getsockname()[1]
+        bound.listen(128)  # zmq takes it as a listening socket; a merely bound one is fine too
+    return f"tcp://{host}:{bound_port}", fd
+
+
 class Inbox:
     """The process's bound receiving socket, with its ZAP handler and handshake monitor.
 
@@ -100,6 +117,9 @@ class Inbox:
         monitor = sock.get_monitor_socket(
             zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
             | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        endpoint, fd = inherited_fd(endpoint)
+        if fd is not None:
+            sock.setsockopt(zmq.USE_FD, fd)  # serve on the listening socket we were given
         sock.bind(endpoint)
         return sock, monitor
 
