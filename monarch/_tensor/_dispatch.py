@@ -23,6 +23,9 @@ from ._stream import active_stream
 _aten = torch.ops.aten
 _DATA_READS = frozenset({_aten._local_scalar_dense.default, _aten.is_nonzero.default,
                          _aten.equal.default})
+# Reads of local tensors that stay local inside `activate()` (t.item(), t.tolist()).
+_LOCAL_READS = frozenset({_aten._local_scalar_dense.default,
+                          _aten.set_.source_Storage_storage_offset})
 _LIFTS = frozenset({_aten.lift_fresh.default, _aten.lift.default})
 _LOCAL = frozenset({"profiler._record_function_exit._RecordFunction",
                     "profiler._record_function_enter_new.default"})
@@ -33,8 +36,10 @@ _ATOMS = (int, float, bool, str, complex, type(None), torch.dtype, torch.device,
 
 def dispatch(func: Any, args: tuple, kwargs: dict, ambient: DeviceMesh | None) -> Any:
     """Records `func(*args, **kwargs)` for the mesh of its tensors (or `ambient`)."""
-    if func in _DATA_READS and any(type(a) is Tensor for a in args):
+    if func in _DATA_READS and any(isinstance(a, Tensor) for a in args):
         raise _no_data(f"{func} (e.g. .item(), bool(t), torch.equal)")
+    if func in _LOCAL_READS:
+        return func(*args, **kwargs)
     if func in _LIFTS and type(args[0]) is not Tensor:
         return func(*args, **kwargs) if ambient is None else constant(args[0], ambient)
     tensors: list[Tensor] = []

@@ -91,7 +91,9 @@ def show(obj: Any, shard: dict[str, int] | None = None, **kwargs: int) -> None:
     """Prints the fetched values as plain text (tensors of up to 3 dimensions as grids)."""
     from ._table import render
 
-    print(render(inspect(obj, shard, **kwargs)))
+    value = inspect(obj, shard, **kwargs)
+    with no_mesh.activate():
+        print(render(value))
 
 
 def call_on_shard_and_fetch(remote: Any, *args: Any, shard: dict[str, int] | None = None,

@@ -16,6 +16,7 @@ A cached answer is a pytree spec and one descriptor per leaf:
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Callable, Sequence
 
 import torch
@@ -38,6 +39,10 @@ def fake_mode() -> Any:
     """The controller's FakeTensorMode (made on first use)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    # A shape error is raised to the caller as a local torch op would raise it; torch's own
+    # ERROR log of the failed meta kernel would only repeat it.
+    logging.getLogger("torch._subclasses.fake_tensor").addFilter(
+        lambda record: "failed while attempting to run meta" not in record.getMessage())
     return FakeTensorMode(allow_non_fake_inputs=False)
 
 
