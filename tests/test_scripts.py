@@ -53,6 +53,7 @@ EXAMPLES = {
     "trainer.py": "weights: [0.0, 0.98, 2.0, 2.99, 3.99, 4.98, 5.99, 7.0]",
     "fault_tolerance.py": "handled in __supervise__: ['the process this actor was running on "
                           "exited with non-zero code 1']",
+    "distributed_tensors.py": "replicas hold identical weights: True",
 }
 
 

@@ -52,7 +52,10 @@ class GradientGenerator:
         if self._error is not None:
             raise self._error
         self._next += 1
-        return self._ready.pop(index, None)
+        grad = self._ready.pop(index, None)
+        if self._next == len(self._wrt):
+            self._finish()  # the rest of backward runs now, without handing anything over
+        return grad
 
     def _step(self) -> None:
         if self._thread is None:
@@ -90,6 +93,8 @@ class GradientGenerator:
 
     def _hook(self, index: int) -> Any:
         def hook(grad: torch.Tensor) -> None:
+            if threading.current_thread() is not self._thread:
+                return  # another backward through the same tensors: not ours
             self._ready[index] = grad
             if not self._closing:
                 self._to_consumer.release()

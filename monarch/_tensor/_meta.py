@@ -103,10 +103,7 @@ def compute(func: Callable[..., Any], args: Any, kwargs: Any,
     fakes = fakes_for([t._meta for t in tensors], [t._aliases for t in tensors])
     by_id = {id(t): f for t, f in zip(tensors, fakes)}
 
-    def swap(x: Any) -> Any:
-        return by_id.get(id(x), x) if isinstance(x, torch.Tensor) else x
-
-    fargs, fkwargs = pytree.tree_map(swap, (args, kwargs))
+    fargs, fkwargs = pytree.tree_map(lambda x: by_id.get(id(x), x), (args, kwargs))
     try:
         with fake_mode():
             result = func(*fargs, **fkwargs)
