@@ -396,7 +396,7 @@ def test_batches_are_spans_with_ops_and_bytes(procs):
     from waiting import wait_until
 
     with procs.activate():
-        x = torch.ones(1024)
+        x = torch.ones(1001)  # 4004 bytes: no other test reduces this size
         for _ in range(10):
             x = x + 1
         total = x.reduce("gpus")
@@ -404,10 +404,12 @@ def test_batches_are_spans_with_ops_and_bytes(procs):
     store = current_job().store
 
     def batches():
-        return [s for s in store.spans(name="tensor_engine batch", limit=5000)]
+        return [s for s in store.spans(name="tensor_engine batch", limit=5000)
+                if s.attributes.get("bytes_moved") == 4004]
 
-    spans = wait_until(lambda: [s for s in batches() if s.attributes.get("bytes_moved")],
-                       "a batch span that moved bytes")
-    attributes = spans[-1].attributes
-    assert attributes["device_mesh"] == "{gpus: 4}" and attributes["ops"] >= 1
-    assert attributes["bytes_moved"] >= 4096
+    wait_until(lambda: len(batches()) == 4, "the reduce's batch span on each proc")
+    spans = batches()
+    for span in spans:
+        assert span.attributes["device_mesh"] == "{gpus: 4}" and span.attributes["ops"] >= 1
+        assert span.attributes["mesh"] == "tensor_engine"
+    assert len({span.attributes["proc"] for span in spans}) == 4

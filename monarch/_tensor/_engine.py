@@ -3,13 +3,16 @@
 It spawns one `TensorWorker` actor per proc and turns the ops recorded on its meshes into
 batches: consecutive ops for the same mesh are appended to one list, cast as one `execute`
 broadcast to that mesh's workers (fire and forget: no round trip per op, the controller runs
-ahead). A batch leaves when 512 ops are waiting, when its oldest op is 2 ms old at the next op,
-when the next op is for another mesh, and at every sync point (fetch, leaving `activate()`).
-Messages from one sender to one actor are handled in send order, so each worker runs its ops
-in the order the program made them; a fetch is a `call` after them.
+ahead). A batch leaves when 1024 ops are waiting, when the next op is for another mesh, at every
+sync point (fetch, leaving `activate()`), and at the latest 5 ms after its first op (a flusher
+thread per engine sends it while the program does something else). Messages from one sender to
+one actor are handled in send order, so each worker runs its ops in the order the program made
+them; a fetch is a `call` after them.
 
-Invariant: every remote tensor id (ref) is made here and used by one mesh's workers; a dropped
+Invariants: every remote tensor id (ref) is made here and used by one mesh's workers; a dropped
 ref is freed by a DELETE in the next batch for that mesh, appended after every op using it.
+Batches are taken from the buffer under `_lock` and sent under `_sending`, which is acquired
+before `_lock` is released, so batches leave in the order they were taken.
 """
 
 from __future__ import annotations
@@ -21,16 +24,17 @@ import secrets
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from .. import _context
 from .._future import Future
 from .._shape import View
 from ._ops import DELETE
 
-MAX_OPS = 512
-MAX_AGE_S = 0.002
+MAX_OPS = 1024
+MAX_AGE_S = 0.005
 FRAMES_KEPT = 20_000  # controller tracebacks of the newest ops, for remote error reports
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH: str = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__ or "")))
@@ -58,6 +62,9 @@ class Engine:
                                         store, threads)
         self._store = store
         self._lock = threading.RLock()
+        self._sending = threading.Lock()
+        self._batch_started = threading.Condition(self._lock)
+        self._batch = 0  # the number of the batch being filled
         self._refs = itertools.count(1)
         self._seqs = itertools.count(1)
         self._ops: list[tuple] = []
@@ -65,12 +72,16 @@ class Engine:
         self._since = 0.0
         # Appended from __del__ (any thread, any time): drained under the lock only.
         self._dropped: collections.deque[tuple[View, str, int]] = collections.deque()
+        self._deferred: collections.deque[Callable[[], None]] = collections.deque()
+        self._context: Any = None
         self._deletes: dict[View, dict[str, list[int]]] = {}
         self._frames: collections.OrderedDict[int, list[tuple[str, int, str]]] = \
             collections.OrderedDict()
         self._meshes: dict[View, Any] = {}
         self.batches_sent = 0
         self.ops_sent = 0
+        threading.Thread(target=self._flusher, name=f"tensor engine {self.id} flusher",
+                         daemon=True).start()
 
     # -- ids ---------------------------------------------------------------------------------
     def new_ref(self) -> int:
@@ -89,32 +100,83 @@ class Engine:
 
     def record(self, view: View, op: tuple) -> None:
         """Appends `op` for the workers of `view` (sending the batch when it is due)."""
-        with self._lock:
-            if self._view is not None and self._view != view:
-                self._flush_locked()
-            if not self._ops:
-                self._view = view
-                self._since = time.monotonic()
-            self._ops.append(op)
-            if len(self._ops) >= MAX_OPS or time.monotonic() - self._since > MAX_AGE_S:
-                self._flush_locked()
+        lock = self._lock
+        lock.acquire()
+        if self._view is not None and self._view != view:
+            self._flush_locked()  # releases the lock
+            lock.acquire()
+        if self._deferred:
+            self._run_deferred()
+        ops = self._ops
+        if not ops:
+            self._view = view
+            self._context = _context.context()
+            self._since = time.monotonic()
+            self._batch += 1
+            self._batch_started.notify()
+        ops.append(op)
+        if len(ops) >= MAX_OPS:
+            self._flush_locked()
+        else:
+            lock.release()
 
     def flush(self) -> None:
         """Sends what is waiting: the current batch and every pending delete."""
-        with self._lock:
-            self._flush_locked()
-            self._drain_dropped()
-            for view in list(self._deletes):
-                self._send(view, self._take_deletes(view))
+        self._lock.acquire()
+        if self._deferred:
+            self._run_deferred()
+        self._drain_dropped()
+        for view in list(self._deletes):
+            if view != self._view:
+                self._sending.acquire()
+                try:
+                    self._send(view, self._take_deletes(view))
+                finally:
+                    self._sending.release()
+        self._flush_locked()
 
     def _flush_locked(self) -> None:
-        ops, view = self._ops, self._view
-        if not ops or view is None:
-            return
+        """Takes the current batch and sends it; called with `_lock` held, returns without."""
+        ops, view, context = self._ops, self._view, self._context
         self._ops, self._view = [], None
-        self._drain_dropped()
-        ops.extend(self._take_deletes(view))
-        self._send(view, ops)
+        if ops and view is not None:
+            self._drain_dropped()
+            ops.extend(self._take_deletes(view))
+        self._sending.acquire()
+        self._lock.release()
+        try:
+            if ops and view is not None:
+                token = _context.enter(context)  # sent as the actor that recorded the ops
+                try:
+                    self._send(view, ops)
+                finally:
+                    _context.leave(token)
+        finally:
+            self._sending.release()
+
+    def _flusher(self) -> None:
+        """Sends each batch at the latest MAX_AGE_S after its first op."""
+        with self._lock:
+            while True:
+                while not self._ops:
+                    self._batch_started.wait()
+                batch = self._batch
+                delay = self._since + MAX_AGE_S - time.monotonic()
+                if delay > 0:
+                    self._batch_started.wait(delay)
+                if self._batch == batch and self._ops and \
+                        time.monotonic() - self._since >= MAX_AGE_S:
+                    self._flush_locked()
+                    self._lock.acquire()
+
+    def defer(self, action: Callable[[], None]) -> None:
+        """Runs `action` (which records ops) at the next record or flush: for `__del__`
+        methods, which may run in the middle of a send."""
+        self._deferred.append(action)
+
+    def _run_deferred(self) -> None:
+        while self._deferred:
+            self._deferred.popleft()()
 
     def _send(self, view: View, ops: list[tuple]) -> None:
         if not ops:
@@ -146,26 +208,29 @@ class Engine:
     def fetch(self, view: View, refs: list[int], streams: list[str], chosen: int) -> Future[Any]:
         """A future of the workers' answers: `chosen` (a base rank) returns the values of
         `refs`, every worker of `view` the first failure among them (see TensorWorker.fetch)."""
-        with self._lock:
-            self.flush()
-            return self.mesh_for(view).fetch.call(refs, streams, chosen)
+        self.flush()
+        return self.mesh_for(view).fetch.call(refs, streams, chosen)
 
     def call_rank(self, rank: int, method: str, *args: Any) -> Future[Any]:
         """Calls a worker endpoint on the proc of base rank `rank`, after everything recorded
         so far."""
-        with self._lock:
-            self.flush()
-            one = self.workers._with(View((), (), (), rank))
-            return getattr(one, method).call_one(*args)
+        self.flush()
+        one = self.workers._with(View((), (), (), rank))
+        return getattr(one, method).call_one(*args)
 
     # -- error context ---------------------------------------------------------------------------
     def _remember_frames(self, seq: int) -> None:
         frames: list[tuple[str, int, str]] = []
         f = sys._getframe(1)
+        internal = _internal
         while f is not None and len(frames) < 12:
-            name = f.f_code.co_filename
-            if not (name.startswith(_HERE) or name.startswith(_TORCH)):
-                frames.append((name, f.f_lineno, f.f_code.co_name))
+            code = f.f_code
+            hidden = internal.get(code)
+            if hidden is None:
+                name = code.co_filename
+                hidden = internal[code] = name.startswith(_HERE) or name.startswith(_TORCH)
+            if not hidden:
+                frames.append((code.co_filename, f.f_lineno, code.co_name))
             f = f.f_back  # type: ignore[assignment]
         self._frames[seq] = frames
         if len(self._frames) > FRAMES_KEPT:
@@ -180,6 +245,8 @@ class Engine:
         return {"batches": self.batches_sent, "ops": self.ops_sent}
 
 
+# code object -> whether its frames are ours or torch's (left out of controller tracebacks)
+_internal: dict[Any, bool] = {}
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 

@@ -136,8 +136,9 @@ def _dispatching() -> Iterator[None]:
 class _AmbientDispatch(TorchDispatchMode):
     """Records every op made while a mesh is active (factories included) for that mesh."""
 
-    LOCAL = frozenset({"profiler._record_function_exit._RecordFunction",
-                       "profiler._record_function_enter_new.default"})
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # no torch.compile wrapper around every op (~10 µs each)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:

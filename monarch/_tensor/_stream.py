@@ -120,7 +120,7 @@ class Borrow:
             warnings.warn("borrow.drop() must be called before a borrow is freed (it says when "
                           "the borrowed tensor returns to its stream); dropping it now. "
                           f"The borrow was made at:\n{self._made_at}", stacklevel=2)
-            self.drop()
+            self._mesh._engine.defer(self.drop)
 
 
 _main = Stream(MAIN_STREAM, _default=True)
