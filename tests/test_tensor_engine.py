@@ -207,8 +207,15 @@ def test_moving_between_mesh_slices_and_broadcasting(procs2x2):
         y = y * 2
     one = stages.slice(pp=0, gpus=1)
     z = x.slice_mesh(gpus=1).to_mesh(stages)  # to all four procs
+    with first.activate():
+        temporary = x + 1
+    moved = temporary.to_mesh(second)
+    del temporary  # freed after the move that reads it, whatever batch carries the free
+    procs2x2._device_mesh._engine.flush()
     with second.activate():
         got = [monarch.inspect(y, gpus=g) for g in range(2)]
+        moved_value = monarch.inspect(moved, gpus=1)
+    assert torch.equal(moved_value, torch.arange(6.0).reshape(2, 3) + 101)
     with stages.activate():
         spread = [monarch.inspect(z, pp=p, gpus=g) for p in range(2) for g in range(2)]
     assert one.size() == 1

@@ -63,7 +63,6 @@ class Engine:
         self._store = store
         self._lock = threading.RLock()
         self._sending = threading.Lock()
-        self._batch_started = threading.Condition(self._lock)
         self._batch = 0  # the number of the batch being filled
         self._refs = itertools.count(1)
         self._seqs = itertools.count(1)
@@ -80,8 +79,6 @@ class Engine:
         self._meshes: dict[View, Any] = {}
         self.batches_sent = 0
         self.ops_sent = 0
-        threading.Thread(target=self._flusher, name=f"tensor engine {self.id} flusher",
-                         daemon=True).start()
 
     # -- ids ---------------------------------------------------------------------------------
     def new_ref(self) -> int:
@@ -113,7 +110,7 @@ class Engine:
             self._context = _context.context()
             self._since = time.monotonic()
             self._batch += 1
-            self._batch_started.notify()
+            _flusher.schedule(self, self._batch, self._since + MAX_AGE_S)
         ops.append(op)
         if len(ops) >= MAX_OPS:
             self._flush_locked()
@@ -121,19 +118,26 @@ class Engine:
             lock.release()
 
     def flush(self) -> None:
-        """Sends what is waiting: the current batch and every pending delete."""
+        """Sends what is waiting: the current batch, then every pending delete (a delete may
+        follow an op of the current batch that uses the tensor: a to_mesh reads it)."""
         self._lock.acquire()
         if self._deferred:
             self._run_deferred()
-        self._drain_dropped()
-        for view in list(self._deletes):
-            if view != self._view:
-                self._sending.acquire()
-                try:
-                    self._send(view, self._take_deletes(view))
-                finally:
-                    self._sending.release()
         self._flush_locked()
+        with self._lock:
+            self._drain_dropped()
+            for view in list(self._deletes):
+                with self._sending:
+                    self._send(view, self._take_deletes(view))
+
+    def flush_batch(self, batch: int) -> None:
+        """Sends batch number `batch` if it is still the one being filled (the flusher's
+        call when the batch is MAX_AGE_S old)."""
+        self._lock.acquire()
+        if self._batch == batch and self._ops:
+            self._flush_locked()
+        else:
+            self._lock.release()
 
     def _flush_locked(self) -> None:
         """Takes the current batch and sends it; called with `_lock` held, returns without."""
@@ -153,21 +157,6 @@ class Engine:
                     _context.leave(token)
         finally:
             self._sending.release()
-
-    def _flusher(self) -> None:
-        """Sends each batch at the latest MAX_AGE_S after its first op."""
-        with self._lock:
-            while True:
-                while not self._ops:
-                    self._batch_started.wait()
-                batch = self._batch
-                delay = self._since + MAX_AGE_S - time.monotonic()
-                if delay > 0:
-                    self._batch_started.wait(delay)
-                if self._batch == batch and self._ops and \
-                        time.monotonic() - self._since >= MAX_AGE_S:
-                    self._flush_locked()
-                    self._lock.acquire()
 
     def defer(self, action: Callable[[], None]) -> None:
         """Runs `action` (which records ops) at the next record or flush: for `__del__`
@@ -245,6 +234,42 @@ class Engine:
         return {"batches": self.batches_sent, "ops": self.ops_sent}
 
 
+class _Flusher:
+    """One thread for every engine: sends each batch MAX_AGE_S after its first op, so the
+    workers get work while the program does something else (started on first use)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: collections.deque[tuple[float, Engine, int]] = collections.deque()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, engine: Engine, batch: int, deadline: float) -> None:
+        with self._cond:
+            was_idle = not self._due
+            # Deadlines are now + MAX_AGE_S: a new one is never due before the others.
+            self._due.append((deadline, engine, batch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tensor engine flusher",
+                                                daemon=True)
+                self._thread.start()
+            elif was_idle:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due:
+                    self._cond.wait()
+                deadline, engine, batch = self._due[0]
+                delay = deadline - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                self._due.popleft()
+            engine.flush_batch(batch)
+
+
+_flusher = _Flusher()
 # code object -> whether its frames are ours or torch's (left out of controller tracebacks)
 _internal: dict[Any, bool] = {}
 _engines: dict[str, Engine] = {}

@@ -263,7 +263,7 @@ class TensorWorker(Actor):
     def _reduce(self, op: tuple, place: tuple) -> int:
         _, seq, stream, src, out, dims, reduction, scatter, mode, spec = op
         view, coords = place
-        value = self.table.get(src)
+        value = self._operand(seq, src)
         target = self.table.get(out) if mode == 2 else None
         result, moved = self.groups.reduce(view, coords, value, dims, reduction, scatter, mode,
                                            spec, stream, target)
@@ -274,12 +274,20 @@ class TensorWorker(Actor):
         _, seq, from_stream, src, out, src_wire, dst_wire, spec, to_stream, role = op
         src_view, dst_view = View.from_wire(src_wire), View.from_wire(dst_wire)
         sends, receives = role in ("both", "send"), role in ("both", "receive")
-        value = self.table.get(src) if sends else None
+        value = self._operand(seq, src) if sends else None
         received, moved = self.groups.move(seq, value, src_view, dst_view, spec, sends, receives,
                                            self._handoff(seq))
         if receives:
             self.table[out] = received
         return moved
+
+    def _operand(self, seq: int, ref: int) -> Any:
+        """The input of a collective: a tensor or a Failure, never missing (the other procs
+        wait for this one to take part)."""
+        value = self.table.get(ref)
+        if value is None:
+            return Failure(seq, self.rank, f"internal error: tensor {ref} is unknown here")
+        return value
 
     def _handoff(self, seq: int) -> Callable[[Any], Any]:
         with self._lock:
