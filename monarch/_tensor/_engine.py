@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import _context
 from .._future import Future
@@ -172,7 +173,8 @@ class Engine:
             return
         self.batches_sent += 1
         self.ops_sent += len(ops)
-        self.mesh_for(view).execute.broadcast(view.to_wire(), ops)
+        with _disable_current_modes():  # pickling a shipped constant runs torch ops, locally
+            self.mesh_for(view).execute.broadcast(view.to_wire(), ops)
 
     def _drain_dropped(self) -> None:
         dropped = self._dropped

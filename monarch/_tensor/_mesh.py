@@ -65,6 +65,9 @@ class DeviceMesh(OnView):
         return grid(cells, self._view.labels, self._view.sizes,
                     title=f"procs, as coordinates in {dict(zip(full.labels, full.sizes))}")
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> "DeviceMesh":
+        return self  # a place, not a value: copies of tensors live on the same mesh
+
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, DeviceMesh) and other._engine is self._engine
                 and other._view == self._view)

@@ -128,6 +128,23 @@ class Tensor(torch.Tensor):
     def __array__(self, dtype: Any = None) -> Any:
         raise _no_data("numpy conversion")
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Tensor":
+        """A remote copy (`clone` on the mesh), keeping requires_grad, parameter-ness, grad."""
+        import copy
+
+        found = memo.get(id(self))
+        if found is not None:
+            return found
+        with torch.no_grad():
+            new = self.clone()
+        new.requires_grad_(self.requires_grad)
+        if getattr(self, "_is_param", False):
+            new._is_param = True  # type: ignore[attr-defined]
+        memo[id(self)] = new
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        return new
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a remote monarch.Tensor cannot be pickled: its values live on the "
                         "mesh; pass it to a monarch.remote function, or fetch it with "

@@ -69,6 +69,9 @@ class Stream:
         origin.borrows.append(borrow)
         return lent, borrow
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Stream":
+        return self
+
     def __repr__(self) -> str:
         return f"<Stream({self.name!r}) at {hex(id(self))}>"
 

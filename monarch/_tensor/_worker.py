@@ -139,8 +139,8 @@ class TensorWorker(Actor):
                 coords = None
             place = self._views[view_wire] = (view, coords)
         span = start_span("tensor_engine batch", attributes={
-            "mesh": "tensor_engine", "device_mesh": str(place[0].extent), "ops": len(ops),
-            "proc": self.name})
+            "mesh": "tensor_engine", "rank": self.rank, "device_mesh": str(place[0].extent),
+            "ops": len(ops), "proc": self.name})
         moved = 0
         with torch.no_grad():
             for op in ops:
