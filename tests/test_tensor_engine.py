@@ -420,3 +420,44 @@ def test_batches_are_spans_with_ops_and_bytes(procs):
         assert span.attributes["device_mesh"] == "{gpus: 4}" and span.attributes["ops"] >= 1
         assert span.attributes["mesh"] == "tensor_engine"
     assert len({span.attributes["proc"] for span in spans}) == 4
+
+
+def common_torch_code(seed_fn):
+    """An optimizer with state, deep copies, item assignment, convolutions, losses."""
+    seed_fn(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(),
+                                torch.nn.Linear(18, 3))
+    twin = __import__("copy").deepcopy(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    images = torch.arange(50.0).reshape(2, 1, 5, 5) / 50
+    labels = torch.tensor([0, 2])
+    for _ in range(2):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+    board = torch.zeros(4)
+    board[1:3] = 7.0
+    return [p.detach() for p in model.parameters()] + [twin[2].bias.detach(), board]
+
+
+def test_common_torch_code_matches_local(procs):
+    seed = monarch.remote(torch.manual_seed, propagate=lambda s: None)
+    with procs.activate():
+        remote = monarch.inspect(common_torch_code(seed), gpus=2)
+    for got, want in zip(remote, local(common_torch_code, torch.manual_seed)):
+        torch.testing.assert_close(got, want)
+
+
+def test_pytree_forms_of_reduce_and_to_mesh(procs2x2):
+    hosts0, hosts1 = procs2x2.slice(hosts=0), procs2x2.slice(hosts=1)
+    with hosts0.activate():
+        g = hosts0.rank_tensor("gpus").float()
+        tree = {"a": g + 1, "b": [g * 10]}
+        summed = monarch.reduce(tree, "gpus", "sum")
+        monarch.reduce_(tree, "gpus", "max")
+        sums = monarch.inspect(summed, gpus=1)
+    moved = monarch.to_mesh(monarch.slice_mesh(tree, gpus=0), hosts1)
+    with hosts1.activate():
+        got = (sums, monarch.inspect(moved, gpus=1))
+    assert float(got[0]["a"]) == 3.0 and float(got[0]["b"][0]) == 10.0
+    assert float(got[1]["a"]) == 2.0 and float(got[1]["b"][0]) == 10.0

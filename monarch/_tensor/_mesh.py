@@ -76,7 +76,9 @@ class DeviceMesh(OnView):
         return hash((id(self._engine), self._view))
 
     def __repr__(self) -> str:
-        return f"<DeviceMesh {self.extent}>"
+        ranks = self._view.ranks()
+        shown = ranks if len(ranks) <= 8 else [*ranks[:4], "...", *ranks[-2:]]
+        return f"<DeviceMesh {self.extent} procs {shown}>".replace("'", "")
 
 
 class Activation:
