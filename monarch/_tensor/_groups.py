@@ -173,7 +173,7 @@ class Groups:
             if src == self.rank:
                 received = handoff(None)
             else:
-                header = torch.empty(2, dtype=torch.int64, device=torch.device(spec[2]))
+                header = torch.empty(2, dtype=torch.int64, device=_local_device(spec[2]))
                 buffer = _zeros(spec)
                 peer = members.index(src)
                 pg.recv([header], peer, tag).wait()
@@ -217,4 +217,12 @@ def move_pairs(src: View, dst: View) -> list[tuple[int, int]]:
 
 def _zeros(spec: tuple) -> torch.Tensor:
     shape, dtype, device = spec
-    return torch.zeros(shape, dtype=dtype, device=torch.device(device))
+    return torch.zeros(shape, dtype=dtype, device=_local_device(device))
+
+
+def _local_device(device: str) -> torch.device:
+    """The controller's device name as this proc's device: "cuda:0" in the controller's
+    metadata is this proc's own GPU (the current device)."""
+    if device.startswith("cuda"):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device(device)

@@ -44,6 +44,7 @@ class TensorWorker(Actor):
         torch.set_num_threads(threads)
         index = context().actor_instance.rank.rank
         self.rank = View.from_wire(full).rank_at(index)
+        _pin_cuda_device(View.from_wire(full), index)
         self.name = context().actor_instance.proc_id
         self.table: dict[int, Any] = {}
         self.groups = Groups(engine, store_path, self.rank, self.name)
@@ -395,6 +396,16 @@ def _outputs(op: tuple) -> list[int]:
     if kind in (_ops.REDUCE, _ops.MOVE):
         return [op[4]]
     return []
+
+
+def _pin_cuda_device(full: View, index: int) -> None:
+    """One GPU per proc, as in Monarch: the proc's coordinate along its `gpus`/`gpu` dimension
+    (else its index) picks the current CUDA device. Nothing happens without CUDA."""
+    if not torch.cuda.is_available():
+        return
+    coords = dict(zip(full.labels, full.coords(index)))
+    local = next((coords[d] for d in ("gpus", "gpu") if d in coords), index)
+    torch.cuda.set_device(local % torch.cuda.device_count())
 
 
 def _aten(name: str) -> Callable[..., Any]:
