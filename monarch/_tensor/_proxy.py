@@ -136,7 +136,7 @@ class Tensor(torch.Tensor):
         if found is not None:
             return found
         with torch.no_grad():
-            new = self.clone()
+            new: Tensor = self.clone()  # type: ignore[assignment]
         new.requires_grad_(self.requires_grad)
         if getattr(self, "_is_param", False):
             new._is_param = True  # type: ignore[attr-defined]
