@@ -524,6 +524,90 @@ def bench_weights(rig: Rig) -> dict[str, float]:
     return rows
 
 
+class GlooRank(Actor):
+    """One rank of the baseline: torch.distributed with gloo, called directly."""
+
+    @endpoint
+    def allreduce_s(self, path: str, rank: int, size: int, nbytes: int, iters: int) -> list:
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", store=dist.FileStore(path, size), rank=rank,
+                                world_size=size, timeout=datetime.timedelta(seconds=120))
+        try:
+            tensor = torch.ones(nbytes // 4)
+            dist.all_reduce(tensor)  # warm-up: connections, buffers
+            times = []
+            for _ in range(iters):
+                dist.barrier()
+                start = time.perf_counter()
+                dist.all_reduce(tensor)
+                times.append(time.perf_counter() - start)
+            return times
+        finally:
+            dist.destroy_process_group()
+
+
+@bench("tensors")
+def bench_tensors(rig: Rig) -> dict[str, float]:
+    """The tensor engine (`procs.activate()`): a chain of small ops (ops/s, recorded and run),
+    and a 64 MiB float32 `reduce_("gpus", "sum")` over the 4 procs (GB/s), beside
+    `torch.distributed` gloo all_reduce of 64 MiB called directly from 4 actors."""
+    import torch
+
+    import monarch
+
+    rows: dict[str, float] = {}
+    with rig.procs.activate():
+        x = torch.ones(4)
+        monarch.inspect(x)  # the engine's workers are up
+
+        def chain(n: int) -> None:
+            y = x
+            for _ in range(n):
+                y = y + 1
+            monarch.inspect(y)
+
+        chain(rig.n(500, 200))  # warm-up: signatures cached, batches flowing
+        n = rig.n(20000, 3000)
+        rows["tensor_chain_ops_per_s"] = n / statistics.median(
+            timed_loop(functools.partial(chain, n), rig.n(3, 1), rig.budget_s))
+        if (_distribution_version() or "").startswith("pymonarch"):
+            big = torch.ones(64 * MiB // 4)
+
+            def reduce() -> None:
+                big.reduce_("gpus", "sum")
+                monarch.inspect(big[:1])
+
+            reduce()  # warm-up: the process group of the 4 procs
+            rows["tensor_reduce_64MiB_4procs_GBps"] = 64 * MiB / statistics.median(
+                timed_loop(reduce, rig.n(5, 2), rig.budget_s)) / 1e9
+        else:
+            log("tensors: Monarch's tensor engine reduces only CUDA tensors; reduce row skipped")
+    rows["gloo_allreduce_64MiB_4procs_GBps"] = _gloo_allreduce(rig, 64 * MiB)
+    return rows
+
+
+def _gloo_allreduce(rig: Rig, nbytes: int) -> float:
+    """64 MiB all_reduce GB/s of torch.distributed gloo on 4 fresh procs (slowest rank)."""
+    import shutil
+
+    folder = tempfile.mkdtemp(prefix="bench-gloo-")
+    procs = this_host().spawn_procs(per_host={"gpus": GPUS})
+    try:
+        ranks = procs.spawn("gloo_rank", GlooRank)
+        futures = [ranks.slice(gpus=r).allreduce_s.call_one(
+            os.path.join(folder, "store"), r, GPUS, nbytes, rig.n(5, 2)) for r in range(GPUS)]
+        per_rank = [f.get(timeout=CALL_TIMEOUT_S * 3) for f in futures]
+    finally:
+        procs.stop().get(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+    slowest = [max(times) for times in zip(*per_rank)]
+    return nbytes / statistics.median(slowest) / 1e9
+
+
 # ---------------------------------------------------------------------------------------------
 # Running: each bench isolated (its failure is recorded, the rest go on), a watchdog over the
 # whole run, procs always stopped.

@@ -76,6 +76,7 @@ NOT_COMPARABLE: dict[str, str] = {
     "rdma_read_": "ours: cross-memory attach (one copy); Monarch on CPU: its TCP backend",
     "rdma_write_": "ours: cross-memory attach (one copy); Monarch on CPU: its TCP backend",
     "memcpy_": "the same in-process copy on both sides: the machine's scale, not a comparison",
+    "gloo_": "torch.distributed gloo called directly on both sides: the machine's scale",
 }
 
 

@@ -91,6 +91,30 @@ class ProcMesh(OnView):
         """The HostMesh these procs run on."""
         return self._host_mesh
 
+    # -- tensor engine (monarch.tensor_engine) ----------------------------------------------
+    @property
+    def _device_mesh(self) -> Any:
+        from ._tensor._mesh import device_mesh_of
+
+        return device_mesh_of(self)
+
+    def activate(self) -> Any:
+        """Makes torch ops in the block run on every proc of this mesh (Monarch's tensor
+        engine; see `monarch.tensor_engine`). Active from the call until the context exits."""
+        return self._device_mesh.activate()
+
+    def rank_tensor(self, dim: Any) -> Any:
+        """Each proc's coordinate along `dim` (or several, row-major) as a remote tensor."""
+        return self._device_mesh.rank(dim)
+
+    def rank_tensors(self) -> dict[str, Any]:
+        """`rank_tensor(dim)` for every dimension."""
+        return self._device_mesh.ranks
+
+    def to_table(self) -> str:
+        """A plain-text grid of the procs of this mesh."""
+        return self._device_mesh.to_table()
+
     # -- lifecycle -------------------------------------------------------------------------
     @property
     def initialized(self) -> Future[bool]:

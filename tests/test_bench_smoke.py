@@ -41,6 +41,9 @@ ROWS = [
     "death_to_supervise_ms",
     "call_one_p50_telemetry_on_us",
     "call_one_p50_telemetry_off_us",
+    "tensor_chain_ops_per_s",
+    "tensor_reduce_64MiB_4procs_GBps",
+    "gloo_allreduce_64MiB_4procs_GBps",
 ]
 
 

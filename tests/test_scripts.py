@@ -54,6 +54,7 @@ EXAMPLES = {
     "fault_tolerance.py": "handled in __supervise__: ['the process this actor was running on "
                           "exited with non-zero code 1']",
     "spmd_ddp.py": "final parameters agree across 4 ranks",
+    "distributed_tensors.py": "replicas hold identical weights: True",
 }
 
 
