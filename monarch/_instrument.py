@@ -37,7 +37,8 @@ def enabled_by_default() -> bool:
 
 
 def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
-                  ingest: Callable[[Any], object] | None, capture: bool) -> None:
+                  ingest: Callable[[Any], object] | None, capture: bool,
+                  passthrough: bool = True) -> None:
     """Sets this process up: resource tags, log capture, and the shipping timer.
 
     Args:
@@ -46,6 +47,8 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
         ship_to: the controller's address (procs), or None in the controller.
         ingest: the controller's store ingestion, used instead of shipping.
         capture: tee stdout/stderr and `logging` into the recorder.
+        passthrough: False: record lines without printing them here (log forwarding: the
+            controller prints them).
     """
     global ENABLED
     ENABLED = enabled
@@ -53,7 +56,7 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     telemetry.configure({"host": identity.hostname, "proc": identity.name, "pid": os.getpid(),
                          "job": identity.job_id})
     if capture:
-        telemetry.install_capture()
+        telemetry.install_capture(passthrough=passthrough)
     recorder = telemetry.process_recorder()
     sample = actor_sampler(runtime, recorder, queue_depth=enabled)
 

@@ -60,7 +60,8 @@ def run(config: dict[str, Any]) -> int:
         proc_mesh=proc_mesh)))
     install_log_prefix()
     _instrument.start_process(runtime, enabled=config["telemetry"], ship_to=config["controller"],
-                              ingest=None, capture=True)
+                              ingest=None, capture=True,
+                              passthrough=not config.get("forward_output", False))
     _debug.install()
     started = ProcStarted(config["proc"], os.getpid(), runtime.address, config["hostname"])
     if config.get("bootstrap"):

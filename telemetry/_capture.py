@@ -42,8 +42,9 @@ class StreamTee:
     """
 
     def __init__(self, stream: TextIO, name: str, recorder: Recorder | None = None,
-                 skip_logging: LoggingCapture | None = None) -> None:
+                 skip_logging: LoggingCapture | None = None, passthrough: bool = True) -> None:
         self._stream = stream
+        self._passthrough = passthrough  # False: lines are only recorded (someone else prints)
         self._name = name
         self._level = _STREAM_LEVELS.get(name, logging.INFO)
         self._recorder = recorder
@@ -57,7 +58,7 @@ class StreamTee:
 
     def write(self, text: str) -> int:
         """Writes ``text`` to the wrapped stream, then records the lines it completes."""
-        written = self._stream.write(text)
+        written = self._stream.write(text) if self._passthrough else len(text)
         try:
             skip = self._skip_logging
             if skip is None or sys._getframe(1).f_globals.get("__name__") != "logging" or (
@@ -135,9 +136,11 @@ class LoggingCapture(logging.Handler):
     exception and stack if any.
     """
 
-    def __init__(self, recorder: Recorder | None = None, level: int = logging.NOTSET) -> None:
+    def __init__(self, recorder: Recorder | None = None, level: int = logging.NOTSET,
+                 echo: bool = True) -> None:
         super().__init__(level)
         self._recorder = recorder
+        self._echo = echo  # print what no other handler takes, as Python would
         self._formatter = logging.Formatter()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -148,7 +151,7 @@ class LoggingCapture(logging.Handler):
             tags = {**_context._tags.get(), "logger": record.name}
             _record(self._recorder, "log", record.levelno, self._text(record), tags,
                     int(record.created * 1e9))
-            if self._alone(record) and logging.lastResort is not None \
+            if self._echo and self._alone(record) and logging.lastResort is not None \
                     and record.levelno >= logging.lastResort.level:
                 stream = sys.stderr
                 stream = stream.wrapped if isinstance(stream, StreamTee) else stream
@@ -216,7 +219,8 @@ class Capture:
 
 
 def install_capture(recorder: Recorder | None = None, *, streams: bool = True,
-                    logging_level: int | None = logging.NOTSET) -> Capture:
+                    logging_level: int | None = logging.NOTSET,
+                    passthrough: bool = True) -> Capture:
     """Starts capturing this process's stdout/stderr lines and `logging` records.
 
     Args:
@@ -224,23 +228,25 @@ def install_capture(recorder: Recorder | None = None, *, streams: bool = True,
         streams: wrap sys.stdout and sys.stderr in a `StreamTee` (not twice).
         logging_level: level of the handler added to the root logger (None: no handler).
             The root logger's own level still filters records, as usual.
+        passthrough: False records lines without writing them to the real streams (and
+            without printing unhandled log records): another process prints them.
 
     Returns:
         A `Capture`; call ``uninstall()`` to undo.
     """
     handler = None
     if logging_level is not None:
-        handler = LoggingCapture(recorder, logging_level)
+        handler = LoggingCapture(recorder, logging_level, echo=passthrough)
         logging.getLogger().addHandler(handler)
-    return Capture(_tee("stdout", recorder, handler) if streams else None,
-                   _tee("stderr", recorder, handler) if streams else None, handler)
+    return Capture(_tee("stdout", recorder, handler, passthrough) if streams else None,
+                   _tee("stderr", recorder, handler, passthrough) if streams else None, handler)
 
 
-def _tee(name: str, recorder: Recorder | None, handler: LoggingCapture | None
-         ) -> StreamTee | None:
+def _tee(name: str, recorder: Recorder | None, handler: LoggingCapture | None,
+         passthrough: bool = True) -> StreamTee | None:
     stream = getattr(sys, name)
     if stream is None or isinstance(stream, StreamTee):
         return None
-    tee = StreamTee(stream, name, recorder, handler)
+    tee = StreamTee(stream, name, recorder, handler, passthrough)
     setattr(sys, name, tee)
     return tee

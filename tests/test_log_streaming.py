@@ -40,6 +40,14 @@ SCRIPT = textwrap.dedent('''
                 await procs.logging_option(stream_to_client=True, aggregate_window_sec=60,
                                            level=logging.ERROR)
         print("WARNINGS", len(caught), *(str(w.message)[:60] for w in caught), flush=True)
+        if mode == "raw":  # the client's stdout now goes elsewhere: the lines follow it
+            saved, sys.stdout = sys.stdout, open("redirected.txt", "w")
+            await printer.say.call("hello raw")
+            await procs.stop()
+            sys.stdout.close()
+            sys.stdout = saved
+            print("REDIRECTED", open("redirected.txt").read().count("hello raw"), flush=True)
+            return
         for i in range(3):
             await printer.say.call("hello stream")
             await printer.log.call("an error line", logging.ERROR)
@@ -84,3 +92,11 @@ def test_no_forwarding_means_no_stream_and_a_warning(tmp_path):
     assert "WARNINGS 1 logging_option(stream_to_client=True) has no effect" in stdout
     assert "similar log lines" not in stdout + stderr
     assert not re.search(r"\] \[[01]\] hello stream", stdout)
+
+
+def test_forwarded_lines_follow_the_clients_stdout(tmp_path):
+    """With forwarding on, procs do not write to the terminal they inherited: the client
+    prints their lines where its own stdout points now (here a file, after the job started)."""
+    stdout, _ = run(tmp_path, "raw")
+    assert "REDIRECTED 2" in stdout  # one line per proc, in the file
+    assert "hello raw" not in stdout.replace("REDIRECTED", "")

@@ -314,7 +314,8 @@ class Job:
                 "hostname": self.hostname, "path": list(sys.path),
                 "env": dict(os.environ, MONARCH_WORKSPACE_DIR=str(self.run_dir / "workspace")),
                 "cwd": os.getcwd(), "bootstrap": boot, "telemetry": self.telemetry_enabled,
-                "settings": proc_settings()}
+                "settings": proc_settings(),
+                "forward_output": bool(config.get("enable_log_forwarding"))}
 
     def _maybe_preload(self) -> None:
         """Has the zygote import heavy modules this script uses, so later procs start with

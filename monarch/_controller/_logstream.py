@@ -1,10 +1,12 @@
 """Procs' output on the client's own terminal: Monarch's log forwarding (`logging_option`).
 
 Every proc's stdout/stderr lines and `logging` records reach the controller's telemetry store
-anyway; this streams those of a proc mesh to the client's `sys.stdout` (stdout lines) and
-`sys.stderr` (stderr lines and log records), as Monarch's `ProcMesh.logging_option` asks:
+anyway. Procs of a mesh spawned with `enable_log_forwarding` do not write to the terminal they
+inherited: the client prints each of their lines as written (stdout lines on its
+`sys.stdout`, stderr lines and warnings on its `sys.stderr`, as the proc would have), wherever
+the client's streams point now, and streams them as Monarch's `ProcMesh.logging_option` asks:
 
-- off (the default, and always when `enable_log_forwarding` was off when the mesh was spawned);
+- not at all (the default);
 - each line as it comes: `[host proc] [rank] text` (`aggregate_window_sec=None`);
 - aggregated: every window, identical lines of the window fold into one,
   `[N similar log lines] [ranks 0-3] text`, between `>>> Aggregated Logs (time) >>>` and
@@ -69,7 +71,7 @@ class LogStreamer:
         """A proc mesh was spawned (with the knobs in force then)."""
         with self._lock:
             self._meshes[procs] = _Mesh(forwarding, capture)
-        if capture:
+        if capture or forwarding:
             self._start()
 
     def set_mode(self, procs: str, stream: bool, window: float | None, level: int) -> bool:
@@ -149,17 +151,19 @@ class LogStreamer:
                     continue
                 if mesh.capture:
                     self._capture(record)
+                if mesh.forwarding and _shown(record):
+                    immediate.append((record, record.text))
                 mode = mesh.mode
                 if not mesh.forwarding or not mode.stream or not _passes(record, mode.level):
                     continue
                 if mode.window is None:
-                    immediate.append(record)
+                    immediate.append((record, _line(record)))
                 else:
-                    if mesh.window_start is None:
-                        mesh.window_start = now
+                    if mesh.window_start is None:  # a window opens at its first line's source
+                        mesh.window_start = now - max(0.0, time.time() - record.wall_ns / 1e9)
                     mesh.pending.append(record)
-        for record in immediate:
-            _write(record, _line(record))
+        for record, line in immediate:
+            _write(record, line)
 
     def _flush_due(self) -> None:
         now = time.monotonic()
@@ -211,6 +215,12 @@ def _proc_of(record: Any) -> tuple[str, int | None]:
     proc = record.tags.get("proc") or ""
     procs, _, rank = proc.rpartition("-")
     return procs, int(rank) if rank.isdigit() else None
+
+
+def _shown(record: Any) -> bool:
+    """Whether the proc would have printed it: every stdout/stderr line, and the log records
+    Python prints with no handler configured (warnings and worse)."""
+    return record.stream != "log" or record.level >= logging.WARNING
 
 
 def _passes(record: Any, level: int) -> bool:
