@@ -6,6 +6,7 @@ import dataclasses
 import sys
 from typing import Any
 
+from . import _jobstart  # noqa: F401 - a controller starts on first use
 from ._future import Future
 
 

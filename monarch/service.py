@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Hashable, TypeVar
 
-from . import _actor, _context
+from . import _actor, _context, _jobstart  # noqa: F401 - _jobstart: a job starts on use
 from ._endpoint import EndpointProperty, endpoint_table
 from ._future import Future, chained
 from ._service_router import ServiceRouter, ServiceSpec, ServiceUnavailableError

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from . import _jobstart  # noqa: F401 - a controller starts on first use
 from ._future import Future
 from ._weights import INDEX_NAME, VersionReleasedError, WeightIndex
 

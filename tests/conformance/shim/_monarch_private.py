@@ -12,6 +12,7 @@ Only names that do not exist for real are answered: the finder runs after the no
 
 from __future__ import annotations
 
+import enum
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -74,12 +75,39 @@ ALIASES: dict[str, dict[str, str]] = {
     "monarch._rust_bindings.monarch_hyperactor.host_mesh": {
         "HostMesh": "monarch.actor:HostMesh",
     },
+    "monarch._src.job.process": {"ProcessJob": "monarch.job:ProcessJob"},
+    "monarch._src.job.job": {
+        "JobTrait": "monarch.job:JobTrait", "JobState": "monarch.job:JobState",
+        "LocalJob": "monarch.job:LocalJob", "ProcessState": "monarch.job:ProcessState",
+        "job_load": "monarch.job:job_load", "job_loads": "monarch.job:job_loads",
+    },
+    "monarch._src.job.slurm": {"SlurmJob": "monarch.job:SlurmJob"},
+    # Monarch's private rule for an actor's kind (SA-5), answered by ours (harness only)
+    "monarch._src.actor.actor_mesh#harness": {},
 }
+ALIASES["monarch._src.actor.actor_mesh"].update({
+    "_actor_kind": "_monarch_private:actor_kind", "ActorKind": "_monarch_private:ActorKind",
+})
+del ALIASES["monarch._src.actor.actor_mesh#harness"]
 
 # private module -> a module of ours whose attributes it is (a whole module aliased)
 MODULES: dict[str, str] = {
     "monarch.python.tests": "",  # Monarch's in-repo path of its tests folder: its modules
 }
+
+
+class ActorKind(enum.Enum):
+    """Monarch's two kinds of actors (its private `ActorKind`)."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+def actor_kind(cls: type) -> ActorKind:
+    """Monarch's private `_actor_kind`, answered by pymonarch's own rule (and its errors)."""
+    from monarch._endpoint import check_sync_async
+
+    return ActorKind.ASYNC if check_sync_async(cls) else ActorKind.SYNC
 
 
 class RustOnly:
