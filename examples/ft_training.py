@@ -171,8 +171,8 @@ class Trainer:
     def on_failure(self, failure: monarch.actor.MeshFailure) -> None:
         """The root's fault hook: supervision reports a dead group here."""
         reason = failure.report().strip().splitlines()[-1].strip()
-        self.failures.append(f"{failure.mesh_name}: {reason}")
-        print(f"supervision: {failure.mesh_name} failed ({reason})", flush=True)
+        self.failures.append(f"{failure.name}: {reason}")
+        print(f"supervision: {failure.name} failed ({reason})", flush=True)
 
     async def spawn(self, slot: int, generation: int, lighthouse: str) -> None:
         """A new replica group (a proc mesh of one proc) in `slot`; then drives it."""

@@ -52,7 +52,7 @@ def test_32_procs_on_8_hosts_cast_slice_lose_a_host_and_respawn_there(fault_log)
         lost_pids = [v["pid"] for p, v in found.items() if p["hosts"] == 5]
         os.kill(victim.pid, signal.SIGKILL)
         failure = fault_log.wait_for(
-            lambda f: f.mesh_name == "ranks" and "hosts_5" in f.report(), timeout=60)
+            lambda f: f.name == "ranks" and "hosts_5" in f.report(), timeout=60)
         assert "was lost" in failure.report()
         wait_gone(victim.pid, *lost_pids)
         with pytest.raises(SupervisionError):

@@ -199,8 +199,11 @@ def test_line_a_stream_handler_writes_is_not_recorded_twice(recorder: Recorder) 
 
 def test_stream_handler_of_a_non_propagating_logger_is_still_captured(recorder: Recorder
                                                                        ) -> None:
+    from monarch import config
+
     lonely = logging.getLogger("lonely")
-    with capturing():
+    prefixing, config.prefix_python_logs_with_actor = config.prefix_python_logs_with_actor, False
+    with capturing():  # (without the runtime's `[actor=...]` prefix, if a job runs here)
         lonely.propagate = False
         handler = logging.StreamHandler(sys.stderr)
         lonely.addHandler(handler)
@@ -209,6 +212,7 @@ def test_stream_handler_of_a_non_propagating_logger_is_still_captured(recorder: 
         finally:
             lonely.removeHandler(handler)
             lonely.propagate = True
+            config.prefix_python_logs_with_actor = prefixing
     assert [(r.stream, r.text) for r in lines(recorder)] == [("stderr", "only on stderr")]
 
 
