@@ -33,6 +33,19 @@ class Port(Generic[R]):
         """Sends an exception; the receiver's `recv()` raises it (as an ActorError)."""
         self._post(ERROR, (obj, ""))
 
+    def _exception_with_traceback(self, exc: BaseException) -> None:
+        """Sends an exception raised here, with its traceback (the caller's remote one)."""
+        import traceback
+
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        if lines and lines[0].startswith("Traceback"):
+            lines = lines[1:]
+        try:
+            self._post(ERROR, (exc, "".join(lines).rstrip("\n")))
+        except Exception:  # noqa: BLE001 - the exception itself does not pickle
+            self._post(ERROR, (RuntimeError(f"{type(exc).__name__}: {exc}"),
+                               "".join(lines).rstrip("\n")))
+
     def _post(self, status: int, obj: Any) -> None:
         runtime = _process.current()
         if runtime is None:
@@ -59,8 +72,10 @@ class PortReceiver(Generic[R]):
         self._port_id = port_id
 
     def recv(self) -> Future[R]:
-        """A future of the next value sent to the port."""
-        return self._sink.next()
+        """A future of the next value sent to the port. It claims a value when it is first
+        observed (`get`, `await`), not when made: futures observed in reverse order receive
+        in observation order, and one dropped unobserved claims nothing."""
+        return Future.deferred(self._sink.next)
 
     def ranked(self) -> "PortReceiver[tuple[int, R]]":
         """A receiver that yields `(rank, value)` pairs."""

@@ -60,15 +60,43 @@ def concurrent_endpoint(method: Any = None, *, propagate: Any = None,
     """Like `endpoint`, for async methods whose handler runs as its own task.
 
     The actor takes its next message while such a handler awaits; handlers start in arrival
-    order but may finish in any order.
+    order but may finish in any order. As in Monarch, the endpoint answers through a response
+    port of its own (its `_explicit_response_port` is True): the method's result, or its
+    `Exception` (an ActorError at the caller). With `explicit_response_port=True` the method
+    takes the port and answers itself, and an exception it lets out fails the actor. Stopping
+    the actor cancels its running handlers before `__cleanup__` runs.
+
+    Raises:
+        ValueError: on a sync method, or on top of `@endpoint` (pass its options here).
     """
     def wrap(fn: Callable[..., Any]) -> EndpointProperty[Any, Any]:
+        if isinstance(fn, EndpointProperty):
+            raise ValueError("concurrent_endpoint does not wrap @endpoint; pass endpoint options "
+                             "to @concurrent_endpoint")
         if not inspect.iscoroutinefunction(fn):
-            raise TypeError(f"concurrent_endpoint requires an async method, got {fn!r}")
-        return EndpointProperty(fn, propagate=propagate, instrument=instrument,
-                                explicit_response_port=explicit_response_port, concurrent=True)
+            raise ValueError("concurrent_endpoint can only wrap async endpoints")
+        return EndpointProperty(_answering(fn, explicit_response_port), propagate=propagate,
+                                instrument=instrument, explicit_response_port=True,
+                                concurrent=True)
 
     return wrap(method) if method is not None else wrap
+
+
+def _answering(fn: Callable[..., Any], explicit: bool) -> Callable[..., Any]:
+    """A concurrent endpoint's handler: the method, answering through the response port."""
+    if explicit:
+        return fn
+
+    @functools.wraps(fn)
+    async def answer(actor: Any, port: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            result = await fn(actor, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the caller's ActorError
+            port._exception_with_traceback(exc)
+        else:
+            port.send(result)
+
+    return answer
 
 
 class Endpoint(Generic[P, R]):

@@ -25,22 +25,47 @@ class Future(Generic[R]):
     """
 
     __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
-                 "__weakref__")
+                 "_starter", "__weakref__")
 
     def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
         self._state = _PENDING
         self._value: Any = None
         self._callbacks: list[Callable[[], None]] | None = None
         self._coro = coro
+        self._starter: Callable[[], Future[Any]] | None = None
         self._fails = False
         # Held while pending: waiters block on it; settling releases it.
         self._lock = threading.Lock()
         self._lock.acquire()
         self._guard = threading.Lock()
 
+    @staticmethod
+    def deferred(start: Callable[[], "Future[R]"]) -> "Future[R]":
+        """A future whose work begins when it is first observed (`get`, `await`, a done
+        callback): `start()` then returns the future it settles like. One never observed
+        starts nothing (a receive that claims no message)."""
+        future: Future[R] = Future()
+        future._starter = start
+        return future
+
+    def _start_deferred(self) -> None:
+        with self._guard:
+            start, self._starter = self._starter, None
+        if start is not None:
+            source = start()
+            source.add_done_callback(lambda: self._settle_like(source))
+
+    def _settle_like(self, source: "Future[Any]") -> None:
+        if source._state == _LAZY:
+            self.set_lazy(source._resolve_callable(), source._fails)
+        else:
+            self._settle(source._state, source._value)
+
     # -- consumers -------------------------------------------------------------------------
     def get(self, timeout: float | None = None) -> R:
         """Waits for and returns the value; raises the call's exception or `TimeoutError`."""
+        if self._starter is not None:
+            self._start_deferred()
         if self._coro is not None:
             self._start_coro()
         if self._state == _PENDING and not self._wait(timeout):
@@ -66,6 +91,8 @@ class Future(Generic[R]):
         return self._state != _PENDING
 
     def __await__(self) -> Generator[Any, None, R]:
+        if self._starter is not None:
+            self._start_deferred()
         if self._coro is not None and self._state == _PENDING:
             coro, self._coro = self._coro, None
             try:
@@ -110,6 +137,8 @@ class Future(Generic[R]):
 
     def add_done_callback(self, callback: Callable[[], None]) -> None:
         """Runs `callback()` once settled (at once if already settled), in the settling thread."""
+        if self._starter is not None:
+            self._start_deferred()
         with self._guard:
             if self._state == _PENDING:
                 if self._callbacks is None:
@@ -140,6 +169,10 @@ class Future(Generic[R]):
             return False
         self._lock.release()  # let other waiters through
         return True
+
+    def _resolve_callable(self) -> Callable[[], Any]:
+        """A lazy value's computation, shared: run once, by whichever future asks first."""
+        return lambda: self._resolve()
 
     def _resolve(self) -> R:
         if self._state == _LAZY:

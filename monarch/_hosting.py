@@ -213,7 +213,7 @@ class ActorSlot:
         return token, span, time.perf_counter()
 
     def finish(self, msg: Call, begun: tuple[Any, Any, float], result: Any = None,
-               error: BaseException | None = None) -> None:
+               error: BaseException | None = None, dropped: bool = False) -> None:
         """Answers the caller (or fails the actor), closes the span, leaves the context.
 
         An exception goes back to the caller as an ActorError, and the actor lives on, only
@@ -230,7 +230,9 @@ class ActorSlot:
                     self._inflight.remove(msg)
             if not answering:
                 return  # the actor failed meanwhile: the caller was answered then
-            if error is None:
+            if dropped:  # ended by the actor's own stop: its caller hears of the stop
+                self.refuse(msg)
+            elif error is None:
                 self.answer(msg, result)
             elif isinstance(error, Exception) and msg.port is not None \
                     and not self.explicit(msg):
@@ -240,7 +242,7 @@ class ActorSlot:
                 self.fail(_aborted(error), error)
                 self.refuse(msg)
         finally:
-            outcome = "ok" if error is None else "error"
+            outcome = "cancelled" if dropped else "ok" if error is None else "error"
             if span is not None:
                 _instrument.end_invocation(self, msg, span, started, outcome)
             method, start, sender, _, nbytes = self.running.pop(id(msg))
@@ -639,7 +641,7 @@ class AsyncSlot(ActorSlot):
             msg, frames = pending.popleft()
             if msg is _STOP:
                 await self._stop(*frames)
-                await asyncio.gather(*self._tasks, return_exceptions=True)
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
                 self._loop.stop()  # the actor is done: its loop thread ends
                 return
             if msg is PING:
@@ -659,7 +661,8 @@ class AsyncSlot(ActorSlot):
     async def _stop(self, reason: str, port: tuple | None) -> None:
         """Cancels what runs besides the dispatch (pending supervise, concurrent handlers),
         awaits `__cleanup__`, then refuses whatever is still queued."""
-        self._cancel_tasks()
+        self._cancel_tasks()  # running handlers end (their finally blocks run) first
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
         try:
             outcome = self.cleanup()
             if asyncio.iscoroutine(outcome):
@@ -687,6 +690,11 @@ class AsyncSlot(ActorSlot):
             result = fn(self.obj, *args, **kwargs)
             if asyncio.iscoroutine(result):
                 result = await result
+        except asyncio.CancelledError as exc:
+            if _cancelling():  # the actor stopped or failed and ended its handlers
+                self.finish(msg, begun, dropped=True)
+                raise
+            self.finish(msg, begun, error=_strip(exc))
         except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
             self.finish(msg, begun, error=_strip(exc))
         else:
@@ -716,13 +724,18 @@ def _loop_thread(loop: asyncio.AbstractEventLoop) -> int | None:
 
 
 class _NullPort:
-    """The response port of a broadcast to an explicit-port endpoint: answers go nowhere."""
+    """The response port of a broadcast to an explicit-port endpoint: values go nowhere; an
+    exception sent to it is raised again (nobody can receive it: it fails the actor, as an
+    exception of a broadcast does)."""
 
     def send(self, obj: Any) -> None:
         pass
 
     def exception(self, obj: BaseException) -> None:
-        pass
+        raise obj
+
+    def _exception_with_traceback(self, exc: BaseException) -> None:
+        raise exc
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
