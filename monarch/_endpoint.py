@@ -191,8 +191,11 @@ def send(endpoint: Endpoint[P, R], args: tuple, kwargs: dict, port: Any = None,
 class Accumulator(Generic[P, R, A]):
     """Folds the answers of every actor of an endpoint into one value.
 
-    `Accumulator(ep, identity, combine).accumulate(*args)` returns a future of
-    `combine(...combine(combine(identity, r0), r1)..., rN)` over the ranks' answers.
+    `Accumulator(ep, identity, combine).accumulate(*args)` calls `ep.stream(*args)` at once
+    and returns a future of `combine(...combine(combine(identity, r0), r1)..., rN)` over the
+    answers, folded left to right in the order the stream yields them. The fold runs once,
+    when the future is first observed; the first error (an answer's or `combine`'s) ends it
+    and is what the future raises.
     """
 
     def __init__(self, endpoint: Endpoint[P, R], identity: A,
@@ -203,17 +206,15 @@ class Accumulator(Generic[P, R, A]):
 
     def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> Future[A]:
         """Calls every actor and folds the answers (see the class docstring)."""
-        values = self._endpoint.call(*args, **kwargs)
-        out: Future[A] = Future()
+        answers = self._endpoint.stream(*args, **kwargs)
 
-        def fold() -> A:
+        async def fold() -> A:
             acc = self._identity
-            for _, value in values.get().items():
-                acc = self._combine(acc, value)
+            for answer in answers:
+                acc = self._combine(acc, await answer)
             return acc
 
-        values.add_done_callback(lambda: out.set_lazy(fold))
-        return out
+        return Future(coro=fold())
 
 
 def returns_future(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Future[R]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
 import sys
 import threading
@@ -59,6 +60,7 @@ def run(config: dict[str, Any]) -> int:
         proc_id=config["proc"], creator=None, sender=f"{config['proc']}/client",
         proc_mesh=proc_mesh)))
     install_log_prefix()
+    logging.getLogger().setLevel(logging.INFO)  # as Monarch's procs: logging_option changes it
     _instrument.start_process(runtime, enabled=config["telemetry"], ship_to=config["controller"],
                               ingest=None, capture=True,
                               passthrough=not config.get("forward_output", False))
@@ -119,6 +121,9 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
 
     runtime.notice_handlers["actor_failed"] = actor_failed
     runtime.notice_handlers["stop_proc"] = lambda body: _stop_proc(runtime, None, 0)
+    # ProcMesh.logging_option(level=...): the level of the proc's root Python logger
+    runtime.notice_handlers["log_level"] = lambda body: logging.getLogger().setLevel(
+        body["level"])
 
 
 def _stop_proc_handler(runtime: ProcessRuntime) -> Any:

@@ -160,8 +160,9 @@ class ProcMesh(OnView):
         """Streams this mesh's procs' output to the client's terminal (Monarch's log
         forwarding; needs `configure(enable_log_forwarding=True)` before the mesh is spawned):
         each line as `[host proc] [rank] text` (`aggregate_window_sec=None`), or every window
-        the window's identical lines folded into `[N similar log lines] ...`. Lines below
-        `level` are left out (stdout lines have none). `stream_to_client=False` stops it.
+        the window's identical lines folded into `[N similar log lines] ...`;
+        `stream_to_client=False` stops it. `level` sets the procs' root Python logger (as in
+        Monarch; INFO until changed), whether or not lines are streamed.
         Whatever the old mode held is printed first. Returns a future (await it or `.get()`).
         """
         if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= 255:

@@ -49,6 +49,11 @@ def controller_address() -> str:
 def call(name: str, *args: Any) -> Future[Any]:
     """Runs service `name` with `args` in the controller; a future of its answer."""
     fn = _local.get(name)
+    if fn is None and _process.current() is None:
+        from ._context import root
+
+        root()  # the first use of monarch in a script: the job starts here
+        fn = _local.get(name)
     if fn is not None:
         return _as_future(fn, args)
     runtime = _process.current()

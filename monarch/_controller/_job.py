@@ -385,11 +385,14 @@ class Job:
         """ProcMesh.logging_option (see `_logstream`): settles False when forwarding was off
         when the mesh was spawned. Applied on a thread of its own (flushing prints)."""
         out: Future[bool] = Future()
+        for record in self.supervisor.procs.values():  # Monarch's `level`: procs' root logger
+            if record.procs == procs and record.state in (STARTING, RUNNING) and record.address:
+                self.runtime.notify(record.address, "log_level", {"level": level})
 
         def apply() -> None:
             try:
                 out.set_result(self.log_streamer.set_mode(procs, stream_to_client,
-                                                          aggregate_window_sec, level))
+                                                          aggregate_window_sec))
             except BaseException as exc:  # noqa: BLE001 - the caller's future says why
                 out.set_exception(exc)
 

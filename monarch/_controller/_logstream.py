@@ -12,7 +12,8 @@ the client's streams point now, and streams them as Monarch's `ProcMesh.logging_
   `[N similar log lines] [ranks 0-3] text`, between `>>> Aggregated Logs (time) >>>` and
   `<<< Aggregated Logs (time) <<<` (colored unless NO_COLOR).
 
-Lines below `level` are left out, except stdout lines (which have no level of their own).
+`level` is the level of the procs' root Python logger (set in each proc, like Monarch's;
+INFO until changed); every line they write is streamed.
 Whatever a window holds is printed when the mode changes, when the mesh stops and when the
 job ends: nothing is lost. With `enable_file_capture`, each proc's lines are also appended to
 `<dir>/logs/<proc>.log`. One daemon thread serves every mesh, from a store subscription.
@@ -41,7 +42,6 @@ class Mode:
 
     stream: bool = False
     window: float | None = 3.0
-    level: int = logging.INFO
 
 
 @dataclasses.dataclass
@@ -74,7 +74,7 @@ class LogStreamer:
         if capture or forwarding:
             self._start()
 
-    def set_mode(self, procs: str, stream: bool, window: float | None, level: int) -> bool:
+    def set_mode(self, procs: str, stream: bool, window: float | None) -> bool:
         """Applies `logging_option` to a mesh; False when its forwarding was off at spawn
         (the option then has no effect). What the old mode held is printed first."""
         with self._lock:
@@ -83,7 +83,7 @@ class LogStreamer:
                 return False
         self.flush(procs)
         with self._lock:
-            mesh.mode = Mode(stream, window, level)
+            mesh.mode = Mode(stream, window)
         if stream:
             self._start()
         return True
@@ -154,7 +154,7 @@ class LogStreamer:
                 if mesh.forwarding and _shown(record):
                     immediate.append((record, record.text))
                 mode = mesh.mode
-                if not mesh.forwarding or not mode.stream or not _passes(record, mode.level):
+                if not mesh.forwarding or not mode.stream:
                     continue
                 if mode.window is None:
                     immediate.append((record, _line(record)))
@@ -221,10 +221,6 @@ def _shown(record: Any) -> bool:
     """Whether the proc would have printed it: every stdout/stderr line, and the log records
     Python prints with no handler configured (warnings and worse)."""
     return record.stream != "log" or record.level >= logging.WARNING
-
-
-def _passes(record: Any, level: int) -> bool:
-    return record.stream in STDOUT_STREAMS or record.level >= level
 
 
 def _line(record: Any) -> str:
