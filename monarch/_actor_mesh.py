@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from . import _context, _instrument, _process, config
 from ._endpoint import ActorEndpoint, NotAnEndpoint
-from ._errors import UnpicklableError
+from ._errors import SupervisionError, UnpicklableError
 from ._future import Future, resolved
 from ._geometry import OnView
 from ._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
@@ -201,8 +201,10 @@ def _pack(args: tuple, kwargs: dict, mesh_name: str, method: str) -> list[Any]:
     size = len(data) + sum(memoryview(b).nbytes for b in buffers)
     limit = config.get("codec_max_frame_length")
     if size > limit:
-        raise ValueError(f"the message to {mesh_name}.{method} is {size} bytes, more than "
-                         f"codec_max_frame_length={limit}")
+        # as Monarch's: the frame cannot be delivered, which the caller hears as supervision
+        raise SupervisionError(f"Endpoint call {mesh_name}.{method}() failed, the message is "
+                               f"{size} bytes, more than codec_max_frame_length={limit}: it "
+                               "was not sent", endpoint=f"{mesh_name}.{method}()")
     return [data, *buffers]
 
 

@@ -49,7 +49,7 @@ class HostMesh(OnView):
         runtime = _process.current()
         procs, table = _services.call("spawn_procs", hosts, labels, sizes, name, bootstrap,
                                       owner.actor_id, runtime.address if runtime else "",
-                                      self._python).get(timeout=120)
+                                      self._python).get()  # the job bounds it (config)
         full = View.dense(labels, sizes)
         mesh = ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
         if owner._slot is not None:

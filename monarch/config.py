@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from typing import Any, Callable, Iterator
 
 
@@ -41,6 +42,12 @@ KEYS: dict[str, Key] = {
     "message_delivery_timeout": Key("30s", "duration",
                                     "how long a send may wait for a peer that does not take "
                                     "messages (back-pressure) before the call fails"),
+    "host_spawn_ready_timeout": Key("30s", "duration",
+                                    "how long `spawn_procs` waits for the hosts' agents to "
+                                    "fork the procs"),
+    "mesh_proc_spawn_max_idle": Key("30s", "duration",
+                                    "how long a proc mesh on other hosts may take until every "
+                                    "proc announced itself; then its spawn fails"),
     "codec_max_frame_length": Key(10 * 1024 ** 3, "int",
                                   "a message larger than this many bytes is refused at the "
                                   "sender (SupervisionError naming the size)"),
@@ -101,7 +108,8 @@ def _check(key: str, value: Any) -> Any:
             raise ValueError(f"configure({key}=...): {key} tunes Monarch's Rust runtime "
                              "(hyperactor), which this runtime does not have; nothing here "
                              "would act on it")
-        raise TypeError(f"configure() got an unexpected keyword argument '{key}'")
+        raise ValueError(f"configure() got an unknown key '{key}' (known: "
+                         f"{', '.join(sorted(KEYS))})")
     return _CHECKS[spec.kind](key, value)
 
 
@@ -109,8 +117,10 @@ def _duration(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{key} takes a duration string such as '30s' or '1m 30s', "
                         f"not {type(value).__name__}")
-    parse_duration(value)
-    return value
+    try:
+        return format_duration(parse_duration(value, strict=True))
+    except ValueError as exc:
+        raise TypeError(f"Invalid duration format for {key}: {exc}") from None
 
 
 def _int(key: str, value: Any) -> int:
@@ -177,22 +187,48 @@ def seconds(key: str) -> float:
     return parse_duration(get(key))
 
 
-def parse_duration(value: Any) -> float:
-    """Seconds in a number or a humantime string ("250ms", "30s", "5m", "2h", "1h 30m")."""
+_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0,
+          "mins": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0}
+
+
+_TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)", re.IGNORECASE)
+
+
+def parse_duration(value: Any, strict: bool = False) -> float:
+    """Seconds in a number or a humantime string ("250ms", "30s", "1m 30s", "1h30m"); a bare
+    number in a string counts as seconds unless `strict` (then the unit is required)."""
     if isinstance(value, (int, float)):
         return float(value)
-    units = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-    total = 0.0
-    parts = str(value).split()
-    if not parts:
-        raise ValueError(f"not a duration: {value!r}")
-    for part in parts:
-        number = part.rstrip("abcdefghijklmnopqrstuvwxyz")
-        unit = part[len(number):] or "s"
-        if not number or unit not in units:
+    text = str(value).strip()
+    total, at = 0.0, 0
+    while at < len(text):
+        match = _TERM.match(text, at)
+        if match is None:
             raise ValueError(f"not a duration: {value!r}")
-        total += float(number) * units[unit]
+        number, unit = match.group(1), match.group(2).lower()
+        if not unit and (strict or match.end() < len(text.rstrip())):
+            raise ValueError(f"not a duration: {value!r} (a unit is needed: ms, s, m, h)")
+        if unit and unit not in _UNITS:
+            raise ValueError(f"not a duration: {value!r} (unknown unit {unit!r})")
+        total += float(number) * _UNITS.get(unit, 1.0)
+        at = match.end()
+        while at < len(text) and text[at].isspace():
+            at += 1
+    if not text:
+        raise ValueError(f"not a duration: {value!r}")
     return total
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as humantime writes them: `1m 30s`, `1h 30m`, `500ms`."""
+    millis = round(seconds * 1000)
+    parts = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000),
+                       ("ms", 1)):
+        count, millis = divmod(millis, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts) or "0s"
 
 
 def get_runtime_config() -> dict[str, Any]:

@@ -97,6 +97,35 @@ def test_mesh_spans_hosts_and_survives_losing_one(workers, fault_log):
     wait_gone(*by_host[1])  # the lost host's procs did not outlive their worker
 
 
+def test_a_spawn_the_hosts_do_not_answer_fails_at_its_deadline(workers, fault_log):
+    """host_spawn_ready_timeout / mesh_proc_spawn_max_idle bound a proc mesh's spawn on other
+    hosts: the procs that did not start fail (their owner hears), the spawn raises why, and a
+    proc that starts after that is stopped, not left running."""
+    from monarch._controller._job import current_job
+    from monarch.config import configured
+
+    addresses, children = workers
+    hosts = attach_to_workers(workers=addresses)
+    assert hosts.initialized.get(timeout=60)
+    children[0].send_signal(signal.SIGSTOP)  # the first host takes no fork request
+    try:
+        with configured(host_spawn_ready_timeout="2s", mesh_proc_spawn_max_idle="2s"):
+            with pytest.raises(RuntimeError, match=r"procs \(on [^)]*127\.0\.0\.2[^)]*\) did "
+                                                   r"not start within (host_spawn_ready_timeout|"
+                                                   r"mesh_proc_spawn_max_idle)=2s"):
+                hosts.spawn_procs(per_host={"gpus": 1}, name="late")
+        failure = fault_log.wait_for(lambda f: "did not start within" in f.report(),
+                                     timeout=30)
+        assert "late" in failure.report()
+    finally:
+        children[0].send_signal(signal.SIGCONT)
+    records = [r for r in current_job().supervisor.procs.values() if r.procs.startswith("late")]
+    assert len(records) == 2
+    started = wait_until(lambda: [r.pid for r in records if r.pid] if all(
+        r.pid for r in records) else None, "the late host to fork its proc anyway")
+    wait_gone(*started)  # stopped once they announced themselves: nothing left running
+
+
 def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
     """The worker refuses (and counts) a controller that does not know its secret; the
     controller gives up with a hint instead of hanging."""

@@ -90,6 +90,8 @@ class Job:
         self.supervisor.log_tail = self._log_tail
         self.workers = Workers(self)
         self._spawning: dict[str, tuple[list[ProcRecord], Future[Any]]] = {}
+        self._abandoned: set[str] = set()
+        """Remote proc meshes whose spawn timed out (a late proc of theirs is stopped)."""
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
         """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
@@ -263,7 +265,39 @@ class Job:
             return procs, table
         done: Future[Any] = Future()
         self._spawning[procs] = (records, done)
+        self._spawn_deadline(procs, "host_spawn_ready_timeout", 0)
         return done
+
+    def _spawn_deadline(self, procs: str, knob: str, announced: int) -> None:
+        """Fails a remote proc mesh's spawn that made no progress for `knob`'s duration (the
+        hosts' first procs: host_spawn_ready_timeout; each further one:
+        mesh_proc_spawn_max_idle): its missing procs fail (their owner hears), the started
+        ones stop."""
+
+        def expire() -> None:
+            pending = self._spawning.get(procs)
+            if pending is None:
+                return
+            records, done = pending
+            now = sum(1 for r in records if r.address)
+            if now != announced:  # progress: the idle clock starts over
+                self._spawn_deadline(procs, "mesh_proc_spawn_max_idle", now)
+                return
+            del self._spawning[procs]
+            self._abandoned.add(procs)
+            missing = [r for r in records if not r.address]
+            where = sorted({r.host_id for r in missing})
+            reason = (f"proc mesh {procs}: {len(missing)} of {len(records)} procs (on "
+                      f"{', '.join(where)}) did not start within {knob}="
+                      f"{config.get(knob)}")
+            for record in missing:
+                self.supervisor.proc_gone(record, -signal.SIGKILL, reason)
+            started = [r.rank for r in records if r.address]
+            if started:
+                self.stop_procs(procs, started)
+            done.set_exception(RuntimeError(reason))
+
+        self.runtime.call_later(config.seconds(knob), expire)
 
     def _tcp_host(self) -> str | None:
         """Where local procs listen when the configured transport is tcp (None: ipc)."""
@@ -284,6 +318,8 @@ class Job:
                                                      time.time() - self.started)
         pending = self._spawning.get(record.procs)
         if pending is None:
+            if record.procs in self._abandoned:  # its mesh's spawn failed: it came too late
+                self.runtime.notify(record.address, "stop_proc", {})
             return
         records, done = pending
         if not all(r.address for r in records):
