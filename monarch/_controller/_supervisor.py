@@ -66,6 +66,10 @@ class MeshRecord:
     """The mesh's (labels, sizes)."""
 
 
+ATTRIBUTION_GRACE_S = 0.25
+"""How long a dead proc's last notices (which actors it ran) may still be in flight."""
+
+
 class Supervisor:
     """Bookkeeping and failure routing for the whole job (controller I/O thread)."""
 
@@ -184,14 +188,24 @@ class Supervisor:
         lines = config.get("tail_log_lines")
         if lines:
             where["log_tail"] = self.log_tail(record.proc, lines)
-        meshes, reported = [], False
+        if not self._fail_actors_on(record, reason, where):
+            # No actor to blame yet. The proc's own notices travel on its link, its death on
+            # the agent's: an `actor_started` it sent may still be in flight, so look again
+            # after a moment before the proc mesh's owner hears instead.
+            self.runtime.call_later(ATTRIBUTION_GRACE_S,
+                                    lambda: self._blame_proc(record, reason, where))
+
+    def _fail_actors_on(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> bool:
+        """Fails the live actors the dead proc ran (their owners hear); False if it ran none
+        that was not stopped (a stopped actor cannot fail: the proc's death is the news)."""
+        found = False
         for mesh in (self.meshes[m] for m in record.meshes if m in self.meshes):
             rank = next((r for r, p in mesh.ranks.items() if p == record.proc), None)
-            if rank is None or mesh.states.get(rank) in (STOPPED, FAILED):
-                # a stopped actor cannot fail; a failed one was reported already
-                reported = reported or (rank is not None and mesh.states[rank] == FAILED)
+            if rank is None or mesh.states.get(rank) == STOPPED:
                 continue
-            meshes.append(mesh)
+            found = True
+            if mesh.states.get(rank) == FAILED:
+                continue  # reported already
             mesh.states[rank] = FAILED
             self._failure({
                 "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
@@ -199,7 +213,10 @@ class Supervisor:
                 "label": mesh.labels[rank], **where, "reason": reason,
                 "report": f"The actor {mesh.labels[rank]} and all its descendants have "
                           f"failed:\n  {reason}"})
-        if not meshes and not reported:  # no actor to blame: the proc mesh's owner hears
+        return found
+
+    def _blame_proc(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> None:
+        if not self._fail_actors_on(record, reason, where):  # the proc mesh's owner hears
             self._failure({
                 "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
                 "class_name": None, "owner": record.owner or self.runtime.address,
