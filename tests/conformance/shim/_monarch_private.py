@@ -112,6 +112,9 @@ def _future_adapter() -> Any:
         def _from_coro(cls, coro: Any) -> Any:
             return Ours(coro=coro)
 
+        def __class_getitem__(cls, item: Any) -> Any:  # `Future[bool]` in annotations
+            return Ours[item]
+
     return Future
 
 
