@@ -82,7 +82,8 @@ def ping_handler(runtime: ProcessRuntime) -> Any:
         slot = runtime.actors.get(mesh)
         if slot is not None:
             slot.enqueue_ping((msg.port, msg.lo))
-        elif tries < runtime.spawn_wait_s * 100:  # the spawn may be on its way: look again
+        elif runtime.held_spawns is not None or tries < runtime.spawn_wait_s * 100:
+            # the spawn may be on its way, or held until the proc's bootstrap returned
             runtime.call_later(0.01, lambda: ping(msg, frames, tries + 1))
         elif msg.port is not None:
             data, _ = _serial.dumps(f"no actor of mesh {mesh} was spawned on this proc")

@@ -75,26 +75,31 @@ def run(config: dict[str, Any]) -> int:
     # Closing a socket only queues its last messages for zmq's I/O thread; the process exits
     # right after (os._exit in the zygote's child), so wait (1 s at most) until they left.
     runtime.ctx.destroy(linger=1000)
-    return 0
+    return runtime.exit_code
 
 
 def _bootstrap(runtime: ProcessRuntime, bootstrap: Any, controller: str,
                started: ProcStarted) -> None:
     """Runs the proc mesh's `bootstrap` (sync or async) before any actor of another process is
     spawned here: it runs on a thread of its own while the loop runs (so it may spawn actors on
-    `this_proc()` and call them), spawns from elsewhere wait until it returned. A bootstrap
-    that raises ends the proc (a supervision event of its mesh)."""
+    `this_proc()` and call them), spawns from elsewhere wait until it returned. The proc
+    announces itself at once; the controller hears `bootstrapped` when it returned (the mesh's
+    `initialized` settles), or `bootstrap_failed` with the exception, and the proc ends."""
     runtime.held_spawns = []
+    runtime.outbox.send(controller, started)
 
     def run() -> None:
         try:
             result = bootstrap()
             if inspect.iscoroutine(result):
                 asyncio.run(result)
-        except BaseException:  # noqa: BLE001 - reported, and the proc ends
+        except BaseException as caught:  # noqa: BLE001 - reported, and the proc ends
             traceback.print_exc()
             sys.stderr.flush()
-            os._exit(1)
+            exc = caught  # `caught` is unbound when the except block ends
+            remote_tb = traceback.format_exc()
+            runtime.call_soon(lambda: failed(exc, remote_tb))
+            return
         runtime.call_soon(release)
 
     def release() -> None:
@@ -102,7 +107,16 @@ def _bootstrap(runtime: ProcessRuntime, bootstrap: Any, controller: str,
         spawn = runtime.system_methods["spawn"]
         for msg, frames in held:
             spawn(msg, frames)
-        runtime.outbox.send(controller, started, block=False)
+        runtime.notify(controller, "bootstrapped", {"proc": started.proc})
+
+    def failed(exc: BaseException, remote_tb: str) -> None:
+        try:
+            error = _serial.dumps((exc, remote_tb))[0]
+        except Exception:  # noqa: BLE001 - an unpicklable exception travels as its text
+            error = _serial.dumps((RuntimeError(f"{type(exc).__name__}: {exc}"), remote_tb))[0]
+        runtime.notify(controller, "bootstrap_failed", {"proc": started.proc, "error": error})
+        runtime.exit_code = 1
+        runtime.close()  # run() ends: the notice leaves before the process does
 
     threading.Thread(target=run, name="monarch-bootstrap", daemon=True).start()
 
@@ -187,7 +201,8 @@ def _own_proc_mesh(config: dict[str, Any], runtime: ProcessRuntime) -> Any:
     table after it started)."""
     full = View.dense(config["labels"], config["sizes"])
     view = full.slice(**dict(full.point(config["rank"])))
-    host = local_host_mesh(config["host_id"])
+    # a reference to this host: procs spawned from it start as this proc's host mesh's did
+    host = local_host_mesh(config["host_id"], launch=config.get("host_launch"), owned=False)
     made: list[ProcMesh] = []
 
     def mesh() -> ProcMesh:

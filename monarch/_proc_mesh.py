@@ -118,10 +118,11 @@ class ProcMesh(OnView):
     # -- lifecycle -------------------------------------------------------------------------
     @property
     def initialized(self) -> Future[bool]:
-        """A future of True, settled once every proc of this mesh answers (`await
-        procs.initialized`). It says the procs were usable then, not that they still are."""
-        pinged = _system_call(self._procs, self._table, self._view, self._ranks, "ping", {})
-        return chained(pinged, lambda _: True)
+        """A future of True, settled once every proc of this mesh started and ran the mesh's
+        `bootstrap` (`await procs.initialized`); it fails with an ActorError carrying the
+        bootstrap's exception if that raised. It says the procs were usable then, not that
+        they still are."""
+        return _services.call("proc_mesh_ready", self._procs, list(self._ranks))
 
     def stats(self) -> Future[Any]:
         """A future of a ValueMesh of each proc's counters (messages received, frames and peers

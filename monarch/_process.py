@@ -37,10 +37,13 @@ SYSTEM_PREFIX = "@"
 class ProcessRuntime:
     """Sends and receives for one process. Create, `start()`, and `close()` once."""
 
-    def __init__(self, identity: ProcessIdentity, endpoint: str) -> None:
+    def __init__(self, identity: ProcessIdentity, endpoint: str,
+                 advertise: str | None = None) -> None:
         self.identity = identity
         self.ctx = zmq.Context()
-        self.inbox = Inbox(self.ctx, identity.secret, endpoint)
+        self.inbox = Inbox(self.ctx, identity.secret, endpoint, advertise)
+        self.exit_code = 0
+        """What the process exits with once its loop ended (1: its proc's bootstrap failed)."""
         self.address = self.inbox.address
         self.dead: dict[str, str] = {}
         """Address of each process known to have died -> why (exit code or signal)."""

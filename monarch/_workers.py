@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from typing import Any
 
 from . import _jobstart  # noqa: F401 - a controller starts on first use
@@ -24,24 +22,6 @@ def shutdown_context(host_timeout: float | None = None) -> Future[None]:
         job.shutdown(timeout=host_timeout if host_timeout is not None else 5.0)
     done.set_result(None)
     return done
-
-
-@dataclasses.dataclass(frozen=True)
-class BootstrapCommand:
-    """The command that starts a worker (host agent) process on a host."""
-
-    program: str
-    args: tuple[str, ...]
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def argv(self) -> list[str]:
-        """The full command line."""
-        return [self.program, *self.args]
-
-
-def default_bootstrap_cmd() -> BootstrapCommand:
-    """How this runtime starts a worker on another host: this interpreter, our agent module."""
-    return BootstrapCommand(sys.executable, ("-m", "monarch._host.worker"))
 
 
 TRUST_ALL = "trust_all_connections"

@@ -22,6 +22,7 @@ from . import service  # noqa: F401 - registers what Actor.options returns
 from ._actor import Actor
 from ._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
 from ._channel import Channel, Port, PortReceiver
+from ._bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from ._context import Context, context, current_actor_name, current_rank, current_size
 from ._endpoint import (Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint,
                         returns_future, send)
@@ -35,7 +36,7 @@ from ._singletons import get_or_spawn_controller
 from ._supervision import MeshFailure
 from ._supervision import default_unhandled_fault_hook as unhandled_fault_hook
 from ._value_mesh import ValueMesh
-from ._workers import (attach, attach_to_workers, default_bootstrap_cmd,
+from ._workers import (attach, attach_to_workers,
                        run_worker_loop_forever, run_worker_loop_until_shutdown,
                        shutdown_context, start_worker_loop_forever)
 
@@ -73,8 +74,8 @@ def debug_controller() -> Any:
 
 # span, traced and get_meter are served lazily by __getattr__ below.
 __all__ = [  # noqa: F822
-    "Accumulator", "Actor", "ActorError", "Channel", "ChannelTransport", "Context", "Endpoint",
-    "Extent", "Future", "HostMesh", "MeshFailure", "Point", "Port", "PortReceiver", "ProcId",
+    "Accumulator", "Actor", "ActorError", "BootstrapCommand", "Channel", "ChannelTransport",
+    "Context", "Endpoint", "Extent", "Future", "HostMesh", "MeshFailure", "Point", "Port", "PortReceiver", "ProcId",
     "ProcMesh", "Uid", "ValueMesh", "as_endpoint", "attach", "attach_to_workers",
     "concurrent_endpoint", "config", "context", "current_actor_name", "current_rank",
     "current_size", "debug_controller", "default_bootstrap_cmd", "enable_transport", "endpoint",

@@ -16,8 +16,8 @@ from import_graph import cycles, graph, module_files, raw_imports, reachable
 ROOT = Path(__file__).resolve().parent.parent
 
 MONARCH_ACTOR_ALL = sorted([
-    "Accumulator", "Actor", "ActorError", "Channel", "ChannelTransport", "Context", "Endpoint",
-    "Extent", "Future", "HostMesh", "MeshFailure", "Point", "Port", "PortReceiver", "ProcId",
+    "Accumulator", "Actor", "ActorError", "BootstrapCommand", "Channel", "ChannelTransport",
+    "Context", "Endpoint", "Extent", "Future", "HostMesh", "MeshFailure", "Point", "Port", "PortReceiver", "ProcId",
     "ProcMesh", "Uid", "ValueMesh", "as_endpoint", "attach", "attach_to_workers",
     "concurrent_endpoint", "config", "context", "current_actor_name", "current_rank",
     "current_size", "debug_controller", "default_bootstrap_cmd", "enable_transport", "endpoint",

@@ -147,12 +147,12 @@ def test_with_python_executable_runs_procs_under_another_interpreter(fault_log, 
         plain = hosts.spawn_procs().spawn("plain", Probe)
         wrapped = hosts.with_python_executable(str(wrapper)).spawn_procs().spawn("wrapped", Probe)
         assert plain.env.call_one("MONARCH_WRAPPED").get(timeout=60) == (None, None)
-        # A remote proc keeps its host's environment: the wrapper's zygote's.
-        assert wrapped.env.call_one("MONARCH_WRAPPED").get(timeout=60) == ("yes", "yes")
+        # Each proc runs the wrapper (forked from the host's zygote, then exec'd): the
+        # wrapper's environment is the proc's own, not its parent's.
+        assert wrapped.env.call_one("MONARCH_WRAPPED").get(timeout=60) == ("yes", None)
         local = this_host().with_python_executable(str(wrapper)).spawn_procs()
-        # A local proc takes the controller's environment; its zygote is the wrapper's.
         assert local.spawn("local", Probe).env.call_one("MONARCH_WRAPPED").get(
-            timeout=60) == (None, "yes")
+            timeout=60) == ("yes", None)
         local.stop().get(timeout=30)
     finally:
         job.kill()

@@ -175,6 +175,26 @@ def test_workers_on_ipc_and_inherited_sockets_with_trust_all(tmp_path, fault_log
         sweep_dead(run_root())
 
 
+def test_a_worker_on_an_alias_address_dials_one_and_binds_another(fault_log):
+    """`tcp://DIAL:P@tcp://0.0.0.0:P`: the worker binds the wildcard and is known (attached,
+    listed, addressed) by what controllers dial."""
+    port = free_port("127.0.0.1")
+    alias = f"tcp://127.0.0.1:{port}@tcp://0.0.0.0:{port}"
+    child = _worker(alias)
+    try:
+        hosts = attach_to_workers(ca="trust_all_connections", workers=[alias])
+        mesh = hosts.spawn_procs(per_host={"gpus": 2}).spawn("aliased", Where)
+        found = mesh.where.call().get(timeout=60)
+        assert sorted(p["gpus"] for p, _ in found.items()) == [0, 1]
+        assert all(i["address"].startswith("tcp://127.0.0.1:") for _, i in found.items())
+        assert hosts._hosts == (f"tcp://127.0.0.1:{port}",)
+        assert hosts.shutdown().get(timeout=60) is None
+    finally:
+        child.terminate()
+        child.wait(timeout=30)
+        sweep_dead(run_root())
+
+
 def test_attach_to_an_absent_worker_fails_at_first_use(tmp_path):
     from monarch.config import configured
 

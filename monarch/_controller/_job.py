@@ -24,7 +24,7 @@ from .._context import Context, Instance, install_log_prefix, set_root
 from .._settings import follow_settings, proc_settings
 from .._future import Future
 from .._host._agent import HostAgent
-from .._host_mesh import local_host_mesh
+from .._host_mesh import LOCAL_HOST, local_host_mesh
 from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
 from .._process import ProcessRuntime
@@ -43,7 +43,6 @@ from ._logstream import LogStreamer
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
-LOCAL_HOST = "local"
 FINAL_TELEMETRY_S = 1.0
 """How long a stop waits, after a proc exited, for a last telemetry that has not come."""
 
@@ -97,9 +96,8 @@ class Job:
         self.telemetry_enabled = _instrument.enabled_by_default()
         self.stall_s = _stall_s()
         """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
-        self.agents: dict[str, HostAgent] = {}
-        """The local host's agents (zygotes) by the interpreter they run."""
-        self.agent = self.local_agent(sys.executable)
+        self.agent = self._local_agent()
+        """This host's agent: its zygote forks the job's local procs."""
         self.host_mesh = local_host_mesh(LOCAL_HOST)
         view = View.dense([], [])
         self.proc_mesh = ProcMesh(procs="ctl", table=(self.runtime.address,), full=view,
@@ -134,19 +132,14 @@ class Job:
         """The admin API's topology (from any thread but the I/O thread)."""
         return views.topology(self._on_io(views.snapshot)(self).get(timeout=5), self.store)
 
-    def local_agent(self, python: str) -> HostAgent:
-        """This host's agent whose zygote runs `python` (created on first use)."""
-        agent = self.agents.get(python)
-        if agent is None:
-            agent = self.agents[python] = HostAgent(
-                on_fork=lambda proc, pid: self.runtime.call_soon(
-                    lambda: self.supervisor.proc_forked(proc, pid)),
-                on_exit=lambda pid, status: self.runtime.call_soon(
-                    lambda: self.supervisor.proc_exited(pid, status)),
-                on_lost=lambda: self.runtime.call_soon(
-                    lambda: self.supervisor.lost_host(LOCAL_HOST)),
-                python=python)
-        return agent
+    def _local_agent(self) -> HostAgent:
+        return HostAgent(
+            on_fork=lambda proc, pid: self.runtime.call_soon(
+                lambda: self.supervisor.proc_forked(proc, pid)),
+            on_exit=lambda pid, status: self.runtime.call_soon(
+                lambda: self.supervisor.proc_exited(pid, status)),
+            on_lost=lambda: self.runtime.call_soon(
+                lambda: self.supervisor.lost_host(LOCAL_HOST)))
 
     def _record_failure(self, failure: dict[str, Any]) -> None:
         infrastructure = "exit_code" in failure or "signal" in failure  # a proc or host ended
@@ -168,7 +161,8 @@ class Job:
         _agent.install(runtime, lambda: self.proc_mesh)
         services = {"spawn_procs": self.spawn_procs, "stop_procs": self.stop_procs,
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
-                    "shutdown_hosts": self.shutdown_hosts, "live_procs": self.live_procs,
+                    "shutdown_hosts": self.shutdown_hosts,
+                    "proc_mesh_ready": self.supervisor.ready, "live_procs": self.live_procs,
                     "detach_workers": self.detach_workers,
                     "attach_workers": self.workers.attach}
         for name, fn in services.items():
@@ -222,7 +216,12 @@ class Job:
     # -- services (I/O thread) -------------------------------------------------------------
     def spawn_procs(self, hosts: list[str], labels: list[str], sizes: list[int],
                     name: str | None, bootstrap: Any, owner_id: str = "root",
-                    owner: str = "", python: str | None = None) -> Any:
+                    owner: str = "", launches: list[dict[str, Any] | None] | None = None,
+                    binds: list[dict[str, str]] | None = None,
+                    host_launch: dict[str, Any] | None = None) -> Any:
+        """Starts a proc mesh: `launches` (per rank) are bootstrap commands, `binds` (per proc
+        of a host) CPU/NUMA pinnings, `host_launch` the command the procs' own `this_host()`
+        starts procs with. Returns (procs, table), or a future of it for other hosts."""
         unknown = [h for h in hosts if h != LOCAL_HOST and h not in self.workers.hosts]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: this job has no agent there")
@@ -247,19 +246,22 @@ class Job:
             host, proc = hosts[rank // per_host], f"{procs}-{rank}"
             record = ProcRecord(proc, procs, rank, table[rank],
                                 self.hostname if host == LOCAL_HOST else "", host_id=host,
-                                owner=owner or self.runtime.address, owner_id=owner_id)
+                                owner=owner or self.runtime.address, owner_id=owner_id,
+                                bootstrapping=boot is not None)
             self.supervisor.add_proc(record)
             records.append(record)
             proc_config = self._proc_config(proc, procs, rank, labels, sizes,
-                                       table if local else None, boot)
+                                            table if local else None, boot)
+            proc_config.update(launch=launches[rank] if launches else None,
+                               bind=binds[rank % per_host] if binds else None,
+                               host_launch=host_launch)
             if host == LOCAL_HOST:
                 address = table[rank] or f"tcp://{tcp_host}:0"
-                self.local_agent(python or sys.executable).fork(
-                    proc, dict(proc_config, address=address))
+                self.agent.fork(proc, dict(proc_config, address=address))
             else:  # a remote proc keeps its node's environment (Slurm's variables and all)
                 remote.setdefault(host, []).append((proc, dict(proc_config, env=None)))
         for host, batch in remote.items():
-            self.workers.fork(host, batch, python)
+            self.workers.fork(host, batch)
         self._maybe_preload()
         if local:
             return procs, table
@@ -335,8 +337,7 @@ class Job:
         if record.pid is None:
             return
         if record.host_id == LOCAL_HOST:
-            for agent in self.agents.values():
-                agent.signal(record.pid, sig)  # only the zygote that forked it signals it
+            self.agent.signal(record.pid, sig)
         else:
             self.workers.signal(record.host_id, record.pid, sig)
 
@@ -494,8 +495,7 @@ class Job:
         self.log_streamer.close()
         self.watcher.close()
         self.exporters.close()
-        for agent in self.agents.values():
-            agent.close()
+        self.agent.close()
         self.runtime.close()
         sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
         shutil.rmtree(self.run_dir, ignore_errors=True)

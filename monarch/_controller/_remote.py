@@ -65,11 +65,9 @@ class Workers:
             self.runtime.call_later(HEARTBEAT_S, self._tick)
         return done
 
-    def fork(self, address: str, procs: list[tuple[str, dict[str, Any]]],
-             python: str | None = None) -> None:
-        """Asks the worker at `address` to fork procs (their configs lack the address), with
-        the zygote of `python` (default: the worker's own interpreter)."""
-        self.runtime.notify(address, "fork", {"procs": procs, "python": python})
+    def fork(self, address: str, procs: list[tuple[str, dict[str, Any]]]) -> None:
+        """Asks the worker at `address` to fork procs (their configs lack the address)."""
+        self.runtime.notify(address, "fork", {"procs": procs})
 
     def signal(self, address: str, pid: int, sig: int) -> None:
         """Sends `sig` to a proc the worker at `address` forked."""
@@ -162,14 +160,15 @@ def attach_to_workers(workers: list[Any], name: str | None = None,
     RuntimeError); otherwise it is waited for here."""
     from .. import config
     from .._context import root
-    from .._host.worker import worker_secret
+    from .._host.worker import split_alias, worker_secret
     from .._host_mesh import HostMesh
     from .._services import call
     from .._shape import View
 
     root()  # this process becomes the controller, if it is not yet
     wait = config.seconds("mesh_attach_config_timeout") if timeout is None else timeout
-    addresses = [w.get(timeout=60) if isinstance(w, Future) else str(w) for w in workers]
+    addresses = [split_alias(w.get(timeout=60) if isinstance(w, Future) else str(w))[0]
+                 for w in workers]  # an alias (DIAL@BIND) is known by what it dials
     if not addresses:
         raise ValueError("attach_to_workers needs at least one worker address")
     attached = call("attach_workers", addresses, secret or worker_secret(), wait)

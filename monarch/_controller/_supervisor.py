@@ -14,9 +14,11 @@ import time
 from typing import Any, Callable
 
 from .. import _supervision, config
+from .._errors import ActorError
 from .._future import Future
 from .._proc_mesh import STOPPED_REASON
 from .._process import ProcessRuntime
+from .._wire import _serial
 from .._wire._messages import ProcStarted
 
 STARTING, RUNNING, STOPPING, STOPPED, FAILED = "starting", "running", "stopping", "stopped", "failed"
@@ -42,6 +44,11 @@ class ProcRecord:
     """The address of the process whose actor spawned the proc mesh (the controller's: root)."""
     owner_id: str = "root"
     """That actor's id: whose `__supervise__` hears of the proc's death when no actor ran on it."""
+    bootstrapping: bool = False
+    """Its proc mesh has a bootstrap, which has not returned yet (the proc is not ready)."""
+    boot_error: tuple[Any, str] | None = None
+    """(exception, remote traceback) of its bootstrap, which raised: the proc then exits, and
+    `ProcMesh.initialized` (not supervision) reports it."""
 
 
 @dataclasses.dataclass
@@ -64,6 +71,24 @@ class MeshRecord:
     """rank in the mesh -> its coordinates in the mesh's extent."""
     extent: tuple[list[str], list[int]] = ([], [])
     """The mesh's (labels, sizes)."""
+
+
+def _readiness(records: list[ProcRecord]) -> BaseException | bool | None:
+    """Whether procs are ready (True), will never be (the error), or not yet (None)."""
+    for record in records:
+        if record.boot_error is not None:
+            exception, remote_tb = record.boot_error
+            err = ActorError(exception, f"The bootstrap of proc mesh {record.procs} failed on "
+                                        f"proc {record.proc} (rank {record.rank}).")
+            err.remote_traceback = remote_tb
+            return err
+    for record in records:
+        if record.state in (STOPPING, STOPPED, FAILED):
+            return RuntimeError(f"proc {record.proc} of proc mesh {record.procs} ended before "
+                                f"it was ready ({record.state})")
+    if all(r.state == RUNNING and not r.bootstrapping for r in records):
+        return True
+    return None
 
 
 ATTRIBUTION_GRACE_S = 0.25
@@ -92,6 +117,9 @@ class Supervisor:
         runtime.notice_handlers["actor_started"] = self.actor_started
         runtime.notice_handlers["actor_failed"] = self.actor_failed
         runtime.notice_handlers["actor_stopped"] = self.actor_stopped
+        runtime.notice_handlers["bootstrapped"] = self.bootstrapped
+        runtime.notice_handlers["bootstrap_failed"] = self.bootstrap_failed
+        self._ready_waiters: list[tuple[list[ProcRecord], Future[bool]]] = []
 
     # -- procs -----------------------------------------------------------------------------
     def add_proc(self, record: ProcRecord) -> None:
@@ -118,6 +146,7 @@ class Supervisor:
             record.host = msg.hostname
             self.by_address[msg.address] = record.proc
         self._on_started(record)
+        self._settle_ready()
 
     def proc_exited(self, pid: int, status: int) -> None:
         """A local proc (by pid) exited."""
@@ -140,10 +169,16 @@ class Supervisor:
         if record.state == STOPPING:
             record.state = STOPPED
             self._dead(record, STOPPED_REASON)
+        elif record.boot_error is not None:  # reported by ProcMesh.initialized instead
+            record.state = FAILED
+            exc = record.boot_error[0]
+            self._dead(record, f"the bootstrap of proc {record.proc} failed: "
+                               f"{type(exc).__name__}: {exc}")
         else:
             record.state = FAILED
             self._proc_failed(record, reason or exit_reason(status))
         self._settle_stops()
+        self._settle_ready()
 
     def lost_host(self, host_id: str, reason: str | None = None) -> None:
         """A host agent is gone (its zygote died, or its worker fell silent): so are its procs."""
@@ -224,6 +259,41 @@ class Supervisor:
                 **where, "reason": reason,
                 "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
                           f"  {reason}"})
+
+    # -- readiness (ProcMesh.initialized) ------------------------------------------------------
+    def bootstrapped(self, body: dict[str, Any]) -> None:
+        record = self.procs.get(body["proc"])
+        if record is not None:
+            record.bootstrapping = False
+            self._settle_ready()
+
+    def bootstrap_failed(self, body: dict[str, Any]) -> None:
+        record = self.procs.get(body["proc"])
+        if record is not None:
+            record.boot_error = _serial.loads(body["error"])
+            self._settle_ready()
+
+    def ready(self, procs: str, ranks: list[int]) -> Future[bool]:
+        """True once those procs of a proc mesh started and ran its bootstrap; fails with the
+        bootstrap's ActorError, or a RuntimeError if a proc ended first. A mesh unknown here
+        (the controller's own process) is ready."""
+        records = [self.procs[f"{procs}-{r}"] for r in ranks if f"{procs}-{r}" in self.procs]
+        done: Future[bool] = Future()
+        self._ready_waiters.append((records, done))
+        self._settle_ready()
+        return done
+
+    def _settle_ready(self) -> None:
+        still = []
+        for records, done in self._ready_waiters:
+            outcome = _readiness(records)
+            if outcome is None:
+                still.append((records, done))
+            elif isinstance(outcome, BaseException):
+                done.set_exception(outcome)
+            else:
+                done.set_result(True)
+        self._ready_waiters = still
 
     # -- actors ----------------------------------------------------------------------------
     def actor_started(self, body: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import selectors
 import signal
 import socket
 import sys
+import tempfile
 from typing import Any
 
 import msgpack
@@ -99,6 +100,13 @@ class Zygote:
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._sock.close()
+            launch = config.pop("launch", None)
+            if config.get("bind"):
+                from monarch._bootstrap_command import apply_bind
+
+                launch = apply_bind(config["bind"], launch)
+            if launch is not None:
+                _exec(launch, config)  # becomes the bootstrap command (same pid); no return
             from monarch import _proc_main
 
             code = _proc_main.run(config)
@@ -145,6 +153,33 @@ class Zygote:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+
+
+def _exec(launch: dict[str, Any], config: dict[str, Any]) -> None:
+    """Replaces this freshly forked proc with its bootstrap command: the environment is the
+    one the proc would have had (or empty, without `inherit_env`) with the command's `env` on
+    top (None removes); the proc's configuration waits for it in a private file."""
+    base = config["env"] if config["env"] is not None else dict(os.environ)
+    env = dict(base) if launch["inherit_env"] else {}
+    for key, value in launch["env"].items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    config = dict(config, env=None)  # the exec'd proc keeps the environment it is given
+    where = config["run_dir"] if os.path.isdir(config["run_dir"]) else tempfile.gettempdir()
+    path = os.path.join(where, f"{config['proc']}.boot")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(msgpack.packb(config))
+    env["MONARCH_PROC_BOOT"] = path
+    try:
+        os.execvpe(launch["program"], launch["argv"], env)
+    except OSError as exc:
+        os.unlink(path)
+        print(f"could not start proc {config['proc']}: {launch['program']}: {exc}",
+              file=sys.stderr, flush=True)
+        os._exit(127)
 
 
 class _ProcExit(SystemExit):

@@ -90,25 +90,21 @@ class Worker:
         """pid -> (controller address, proc id) of every live proc this worker forked."""
         self._forking: dict[str, str] = {}  # proc id -> controller, until its pid is known
         self.refused = 0  # peers refused so far (reported on stderr)
-        self.agents: dict[str, HostAgent] = {}
-        self.agent(sys.executable).start()  # the zygote imports the runtime before it is needed
+        self.agent = self._make_agent()
+        self.agent.start()  # the zygote imports the runtime before it is needed
         runtime.notice_handlers.update({
             "attach": self.attach, "fork": self.fork, "signal": self.signal,
             "heartbeat": self.heartbeat, "shutdown": self.shutdown})
         runtime.call_later(HEARTBEAT_S, self.tick)
         self.write_status()
 
-    def agent(self, python: str) -> HostAgent:
-        """The host agent (zygote) running `python`, started on first use."""
-        agent = self.agents.get(python)
-        if agent is None:
-            call = self.runtime.call_soon
-            env = dict(os.environ, **{WORKSPACE_ENV: str(self.workspace_dir)})
-            agent = self.agents[python] = HostAgent(
-                on_fork=lambda proc, pid: call(lambda: self.forked(proc, pid)),
-                on_exit=lambda pid, status: call(lambda: self.exited(pid, status)),
-                on_lost=lambda: None, python=python, env=env)
-        return agent
+    def _make_agent(self) -> HostAgent:
+        """The host agent (zygote) that forks this host's procs."""
+        call = self.runtime.call_soon
+        env = dict(os.environ, **{WORKSPACE_ENV: str(self.workspace_dir)})
+        return HostAgent(on_fork=lambda proc, pid: call(lambda: self.forked(proc, pid)),
+                         on_exit=lambda pid, status: call(lambda: self.exited(pid, status)),
+                         on_lost=lambda: None, env=env)
 
     def attach(self, body: dict[str, Any]) -> None:
         address = body["controller"]
@@ -123,7 +119,7 @@ class Worker:
         self.write_status()
 
     def fork(self, body: dict[str, Any]) -> None:
-        agent = self.agent(body.get("python") or sys.executable)
+        agent = self.agent
         for proc, config in body["procs"]:
             controller = config["controller"]
             if controller not in self.controllers:
@@ -216,8 +212,7 @@ class Worker:
         self._signal(pid, signal.SIGKILL)
 
     def _signal(self, pid: int, sig: int) -> None:
-        for agent in self.agents.values():
-            agent.signal(pid, sig)  # each zygote only signals its own children
+        self.agent.signal(pid, sig)
 
     def write_status(self) -> None:
         """Writes `worker.json` (atomically) in the run directory."""
@@ -228,9 +223,8 @@ class Worker:
                              "procs": len(c.pids)} for c in self.controllers.values()]})
 
     def close(self) -> None:
-        """Kills every proc and zygote."""
-        for agent in self.agents.values():
-            agent.close()
+        """Kills every proc and the zygote."""
+        self.agent.close()
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -253,7 +247,7 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
             worker's run directory, removed when it exits).
     """
     runtime = _runtime(address, secret)
-    worker = Worker(runtime, _host_of(address), forever, hostname,
+    worker = Worker(runtime, _host_of(split_alias(address)[0]), forever, hostname,
                     Path(workspace_dir) if workspace_dir else None)
     if announce:
         print(f"monarch worker listening on {runtime.address}", flush=True)
@@ -283,7 +277,26 @@ def serve_in_background(address: str, secret: bytes | None = None) -> Future[Non
     return done
 
 
+def split_alias(address: str) -> tuple[str, str]:
+    """(dial, bind) of a worker address: `DIAL@BIND` (e.g. `tcp://PUBLIC:P@tcp://0.0.0.0:P`,
+    for a worker that can only bind a wildcard behind NAT) advertises DIAL and listens on
+    BIND; any other address is both."""
+    dial, at, bind = address.partition("@")
+    if at and dial.startswith(("tcp://", "ipc://")) and bind.startswith(("tcp://", "ipc://")):
+        return dial, bind
+    return address, address
+
+
 def _runtime(address: str, secret: bytes | None) -> ProcessRuntime:
+    dial, bind = split_alias(address)
+    if dial != bind and dial.endswith(":0"):
+        raise ValueError(f"an alias address advertises a fixed port, not 0: {address!r}")
+    # an alias is known (dialled, authenticated, named) by its DIAL part
+    return _listening_runtime(bind, secret, _host_of(dial), dial if dial != bind else None)
+
+
+def _listening_runtime(address: str, secret: bytes | None, bind_host: str,
+                       advertise: str | None) -> ProcessRuntime:
     if not address.startswith(("tcp://", "ipc://")):
         raise ValueError(f"a worker listens on tcp://HOST:PORT, tcp://HOST:fdN (an inherited "
                          f"listening socket) or ipc:///PATH, not {address!r}")
@@ -295,9 +308,9 @@ def _runtime(address: str, secret: bytes | None) -> ProcessRuntime:
     claim(run_dir)
     identity = ProcessIdentity(job_id="worker", secret=secret or worker_secret(),
                                run_dir=run_dir, name=f"worker@{socket.gethostname()}",
-                               bind_host=_host_of(address))
+                               bind_host=bind_host)
     set_current_process(identity)
-    return ProcessRuntime(identity, address)
+    return ProcessRuntime(identity, address, advertise)
 
 
 def _host_of(address: str) -> str:

@@ -22,6 +22,8 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any, Literal, NamedTuple, Sequence
 
+from .. import _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
+
 logger = logging.getLogger("monarch.job")
 
 DEFAULT_JOB_PATH: str = ".monarch/job_state.pkl"

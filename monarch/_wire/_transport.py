@@ -92,24 +92,28 @@ class Inbox:
     `service_monitor` from that thread only, when `poll_sockets()` report readiness.
     """
 
-    def __init__(self, ctx: zmq.Context, secret: bytes, endpoint: str) -> None:
+    def __init__(self, ctx: zmq.Context, secret: bytes, endpoint: str,
+                 advertise: str | None = None) -> None:
+        """`advertise`: the address peers dial when it is not `endpoint` (a worker bound to a
+        wildcard behind NAT); it decides the auth mechanism, as it is what peers see."""
         self._secret = secret
         self._zap = ctx.socket(zmq.ROUTER)
         self._zap.linger = 0
         self._zap.bind(_ZAP_ENDPOINT)
         self._ctx = ctx
-        self._sock, self._monitor = self._listen(endpoint)
-        self.address: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._sock, self._monitor = self._listen(endpoint, advertise)
+        self.address: str = advertise or self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.extra: list[tuple[zmq.Socket, zmq.Socket]] = []
         """Further listening sockets (a tcp one besides ipc), each with its monitor."""
         self.stats = InboxStats()
 
-    def _listen(self, endpoint: str) -> tuple[zmq.Socket, zmq.Socket]:
+    def _listen(self, endpoint: str,
+                advertise: str | None = None) -> tuple[zmq.Socket, zmq.Socket]:
         sock = self._ctx.socket(zmq.PULL)
         sock.linger = 0
         sock.rcvhwm = HWM
         sock.zap_domain = b"monarch"
-        if is_private(endpoint):
+        if is_private(advertise or endpoint):
             sock.plain_server = True
         else:
             sock.curve_server = True

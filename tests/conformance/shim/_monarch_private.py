@@ -74,6 +74,7 @@ ALIASES: dict[str, dict[str, str]] = {
     },
     "monarch._rust_bindings.monarch_hyperactor.host_mesh": {
         "HostMesh": "monarch.actor:HostMesh",
+        "BootstrapCommand": "monarch.actor:BootstrapCommand",
     },
     "monarch._src.job.process": {"ProcessJob": "monarch.job:ProcessJob"},
     "monarch._src.job.job": {
@@ -115,6 +116,9 @@ def _future_adapter() -> Any:
         def __class_getitem__(cls, item: Any) -> Any:  # `Future[bool]` in annotations
             return Ours[item]
 
+    # importable by name, so that pickles (cloudpickle's, of isolated tests) refer to it
+    Future.__module__, Future.__qualname__ = __name__, "Future"
+    globals()["Future"] = Future
     return Future
 
 
