@@ -111,7 +111,7 @@ class HostMesh(OnView):
         if not callable(command):
             raise TypeError("bootstrap_command must be a BootstrapCommand or a function of a "
                             f"Point returning one, got {type(command).__name__}")
-        out = []
+        out: list[dict[str, Any] | None] = []
         for rank in range(len(full)):
             made = command(full.point(rank))
             if not isinstance(made, BootstrapCommand):
@@ -254,8 +254,11 @@ def _all(futures: list[Future[Any]]) -> Future[None]:
         elif last and not out.done():
             out.set_result(None)
 
+    def watch(future: Future[Any]) -> None:
+        future.add_done_callback(lambda: one_done(future))
+
     for future in futures:
-        future.add_done_callback(lambda f=future: one_done(f))
+        watch(future)
     if not futures:
         out.set_result(None)
     return out
