@@ -13,7 +13,8 @@ from typing import Any
 from . import _forward, config
 
 PROC_KEYS = ("cast_fanout", "message_delivery_timeout", "actor_spawn_max_idle",
-             "codec_max_frame_length", "mesh_bootstrap_enable_pdeathsig", "telemetry")
+             "codec_max_frame_length", "mesh_bootstrap_enable_pdeathsig", "telemetry",
+             "rdma_allow_tcp_fallback", "rdma_disable_ibverbs")
 """The knobs that act inside procs."""
 
 

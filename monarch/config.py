@@ -55,6 +55,10 @@ KEYS: dict[str, Key] = {
                               "an actor stuck in a handler counts as stopped after this"),
     "process_exit_timeout": Key("10s", "duration",
                                 "a stopping proc that has not exited by then is killed"),
+    "mesh_terminate_timeout": Key("10s", "duration",
+                                  "how long stopping a proc mesh may take: its procs not "
+                                  "exited by then are killed (the sooner of this and "
+                                  "process_exit_timeout)"),
     "mesh_attach_config_timeout": Key("1m", "duration",
                                       "how long `attach_to_workers` waits for each worker"),
     "actor_spawn_max_idle": Key("30s", "duration",
@@ -64,6 +68,15 @@ KEYS: dict[str, Key] = {
                                            "zygote) on top of their lifeline"),
     "cast_fanout": Key(16, "fanout", "children per hop of the cast tree"),
     "telemetry": Key(True, "bool", "spans and metrics of every process (logs always flow)"),
+    "rdma_allow_tcp_fallback": Key(True, "bool",
+                                   "RDMABuffer may use the software data plane (shared memory "
+                                   "on one host, tcp across hosts), as it must here: no "
+                                   "ibverbs device is ever used. False: creating an "
+                                   "RDMABuffer raises RuntimeError (Monarch's 'none' backend)"),
+    "rdma_disable_ibverbs": Key(False, "bool",
+                                "never use ibverbs: this runtime has no ibverbs transport, so "
+                                "either value leaves the software data plane (see "
+                                "rdma_allow_tcp_fallback) as the one RDMABuffer uses"),
 }
 """Every knob this runtime acts on, with its default."""
 
@@ -74,8 +87,7 @@ REFUSED = frozenset({
     "small_write_threshold", "max_cast_dimension_size", "remote_alloc_bind_to_inaddr_any",
     "remote_alloc_bootstrap_addr", "remote_alloc_allowed_port_range", "read_log_buffer",
     "force_file_log", "get_actor_state_max_idle", "get_proc_state_max_idle",
-    "supervision_watchdog_timeout", "proc_stop_max_idle", "mesh_proc_spawn_max_idle",
-    "host_spawn_ready_timeout", "mesh_terminate_concurrency", "mesh_terminate_timeout",
+    "supervision_watchdog_timeout", "proc_stop_max_idle", "mesh_terminate_concurrency",
     "message_latency_sampling_rate", "cleanup_timeout", "actor_queue_dispatch",
     "shared_asyncio_runtime", "remote_allocator_heartbeat_interval", "mesh_admin_addr",
 })
@@ -94,8 +106,9 @@ def configure(**kwargs: Any) -> None:
     """Sets runtime knobs for this process (see `KEYS`).
 
     Raises:
-        TypeError: an unknown key, or a value of the wrong kind.
-        ValueError: a Monarch key with no counterpart here (`REFUSED`), or a bad value.
+        TypeError: a value of the wrong kind (or a malformed duration).
+        ValueError: an unknown key, a Monarch key with no counterpart here (`REFUSED`), or a
+            bad value.
     """
     checked = {key: _check(key, value) for key, value in kwargs.items()}
     _values.update(checked)
@@ -244,3 +257,64 @@ def get_global_config() -> dict[str, Any]:
 def clear_runtime_config() -> None:
     """Forgets every knob set with `configure`."""
     _values.clear()
+
+
+def parametrize_config(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A pytest decorator that runs a test once per combination of knob values (the cartesian
+    product), inside `configured(...)` with them: `@parametrize_config(telemetry={True,
+    False}, cast_fanout=[2, 16])`."""
+    import itertools
+
+    if not options:
+        raise ValueError("parametrize_config requires at least one config option")
+    keys = list(options)
+    return _parametrized(keys, list(itertools.product(*(list(options[k]) for k in keys))))
+
+
+def parametrize_config_pointwise(
+        **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """As `parametrize_config`, with the value sequences taken in lockstep (zip): every
+    sequence must have the same length, and the test runs once per position."""
+    if not options:
+        raise ValueError("parametrize_config_pointwise requires at least one config option")
+    keys = list(options)
+    columns = [list(options[k]) for k in keys]
+    if len({len(c) for c in columns}) != 1:
+        raise ValueError("parametrize_config_pointwise requires every option to have the same "
+                         f"number of values; got {dict(zip(keys, map(len, columns)))}")
+    return _parametrized(keys, list(zip(*columns)))
+
+
+def _parametrized(keys: list[str],
+                  rows: list[tuple[Any, ...]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    import functools
+    import inspect
+
+    import pytest
+
+    settings = [dict(zip(keys, row)) for row in rows]
+    ids = ["-".join(f"{k}={v}" for k, v in zip(keys, row)) for row in rows]
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+        extra = inspect.Parameter("_config_overrides", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def run_async(_config_overrides: dict[str, Any], *args: Any,
+                                **kwargs: Any) -> Any:
+                with configured(**_config_overrides):
+                    return await fn(*args, **kwargs)
+
+            wrapped: Any = run_async
+        else:
+            @functools.wraps(fn)
+            def run(_config_overrides: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+                with configured(**_config_overrides):
+                    return fn(*args, **kwargs)
+
+            wrapped = run
+        wrapped.__signature__ = signature.replace(
+            parameters=[extra, *signature.parameters.values()])
+        return pytest.mark.parametrize("_config_overrides", settings, ids=ids)(wrapped)
+
+    return decorate

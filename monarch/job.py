@@ -20,6 +20,7 @@ from . import _jobstart  # noqa: F401 - a controller starts on first use
 from ._jobs._allocation import allocation_rows as list_allocations
 from ._jobs._bash import BashActor
 from ._jobs._exec import exec_command
+from ._jobs._port_forward import PortForwarder
 from ._jobs._process import ProcessJob, ProcessState
 from ._jobs._project import hosts_from_config, load_current_job, set_current_job
 from ._jobs._slurm import SlurmJob
@@ -33,6 +34,7 @@ __all__ = [
     "JobState",
     "JobTrait",
     "LocalJob",
+    "PortForwarder",
     "ProcessJob",
     "ProcessState",
     "SlurmJob",

@@ -27,7 +27,7 @@ import operator
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _jobstart, _rdma  # noqa: F401 - _jobstart: a controller starts on first use
+from . import _jobstart, _rdma, config  # noqa: F401 - _jobstart: a controller starts on use
 from ._future import Future
 from ._rdma import BufferDroppedError, OwnerGoneError, RDMAError
 
@@ -69,8 +69,9 @@ def is_rdma_available() -> bool:
 
 def get_rdma_backend() -> str:
     """The RDMA backend: ``"tcp"``, Monarch's name for its software transport (here: shared
-    memory on one host, TCP across hosts). One of ``ibverbs``, ``tcp``, ``none`` in Monarch."""
-    return "tcp"
+    memory on one host, TCP across hosts); ``"none"`` once `rdma_allow_tcp_fallback` is off.
+    One of ``ibverbs``, ``tcp``, ``none`` in Monarch."""
+    return "tcp" if config.get("rdma_allow_tcp_fallback") else "none"
 
 
 def _validate_timeout(timeout: float) -> float:
@@ -97,6 +98,12 @@ class RDMABuffer:
         """
         from ._context import context
 
+        if not config.get("rdma_allow_tcp_fallback"):
+            raise RuntimeError("Tried to create an RDMABuffer, but RDMA is not available on this "
+                               "platform: pymonarch has no ibverbs transport, and its software "
+                               "data plane is off (rdma_allow_tcp_fallback=False). Call "
+                               "monarch.configure(rdma_allow_tcp_fallback=True) before "
+                               "creating buffers.")
         ctx = context()  # joins the job (starts it in a fresh controller): the server needs it
         self._handle = _rdma.register(data, ctx.actor_instance.name)
 
@@ -174,12 +181,20 @@ class RDMAAction:
         self._ops: list[tuple[str, RDMABuffer, Any]] = []
 
     def read_remote(self, dst: LocalMemory, src: RDMABuffer) -> RDMAAction:
-        """Queues a read of buffer `src` into local memory `dst`."""
+        """Queues a read of buffer `src` into local memory `dst`.
+
+        Raises:
+            ValueError: now, if `dst` is read-only or smaller than the buffer."""
+        _rdma.check_read(src._handle, dst)
         self._ops.append(("read", src, dst))
         return self
 
     def write_remote(self, dst: RDMABuffer, src: LocalMemory) -> RDMAAction:
-        """Queues a write of local memory `src` into buffer `dst`."""
+        """Queues a write of local memory `src` into buffer `dst`.
+
+        Raises:
+            ValueError: now, if `src` is larger than the buffer or the buffer is read-only."""
+        _rdma.check_write(dst._handle, src)
         self._ops.append(("write", dst, src))
         return self
 

@@ -101,3 +101,27 @@ def test_a_send_the_peer_never_takes_gives_up_after_the_delivery_timeout(monkeyp
         outbox.close(0)
         inbox.close()
         ctx.destroy(linger=0)
+
+
+def test_parametrize_config_runs_a_test_once_per_setting():
+    seen = []
+
+    @config.parametrize_config_pointwise(tail_log_lines=[1, 2], prefix_with_rank=[True, False])
+    def probe(word):
+        seen.append((config.get("tail_log_lines"), config.get("prefix_with_rank"), word))
+
+    (mark,) = probe.pytestmark
+    assert mark.args[0] == "_config_overrides"
+    assert mark.kwargs["ids"] == ["tail_log_lines=1-prefix_with_rank=True",
+                                  "tail_log_lines=2-prefix_with_rank=False"]
+    for overrides in mark.args[1]:
+        probe(overrides, "x")
+    assert seen == [(1, True, "x"), (2, False, "x")]
+    assert config.get("tail_log_lines") == 0  # each run restores what it found
+    product = config.parametrize_config(tail_log_lines=[1, 2], cast_fanout=[4, 8])(
+        lambda: None)
+    assert len(product.pytestmark[0].args[1]) == 4
+    with pytest.raises(ValueError, match="same number of values"):
+        config.parametrize_config_pointwise(tail_log_lines=[1], cast_fanout=[1, 2])
+    with pytest.raises(ValueError, match="at least one config option"):
+        config.parametrize_config()

@@ -180,7 +180,9 @@ def test_abort_from_inside_an_actor(fault_log, procs):
         mesh.slice(gpus=3).ok.call_one().get(timeout=20)
 
 
-def test_hanging_endpoint_times_out_and_stop_ends_it(fault_log):
+@pytest.mark.parametrize("knob", ["process_exit_timeout", "mesh_terminate_timeout"])
+def test_hanging_endpoint_times_out_and_stop_ends_it(fault_log, knob):
+    from monarch._controller._job import current_job
     from monarch.config import configured
 
     procs = fresh(2)
@@ -189,11 +191,15 @@ def test_hanging_endpoint_times_out_and_stop_ends_it(fault_log):
     stuck = mesh.slice(gpus=0).hang.call_one()
     with pytest.raises(TimeoutError):
         stuck.get(timeout=0.2)
-    with configured(process_exit_timeout="1s"):
+    # the stuck proc is killed once the sooner of the two knobs passed
+    with configured(**{"process_exit_timeout": "10m", "mesh_terminate_timeout": "10m",
+                       knob: "1s"}):
         procs.stop().get(timeout=30)
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    record = current_job().supervisor.procs[f"{procs._procs}-0"]
+    assert record.status == -signal.SIGKILL  # killed, not exited on its own
     with pytest.raises(SupervisionError):
         stuck.get(timeout=20)
 

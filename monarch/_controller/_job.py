@@ -371,7 +371,8 @@ class Job:
         done = self.supervisor.stopping(records)
         for record in live:
             self.runtime.notify(record.address, "stop_proc", {})
-        grace = config.seconds("process_exit_timeout")
+        grace = min(config.seconds("process_exit_timeout"),
+                    config.seconds("mesh_terminate_timeout"))
         self.runtime.call_later(grace, lambda: self._kill_stragglers(live))
         stopped = self._with_last_telemetry(ending, done)
         flushed: Future[None] = Future()  # the mesh's streamed lines printed before it returns

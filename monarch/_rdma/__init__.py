@@ -15,6 +15,8 @@ from ._handle import BufferHandle, ServerAddress
 from ._segments import leftovers, sweep_job
 from ._transfer import (
     TransferFuture,
+    check_read,
+    check_write,
     choose_path,
     drop,
     read_into,
@@ -25,6 +27,6 @@ from ._transfer import (
 
 __all__ = [
     "BufferDroppedError", "BufferHandle", "OwnerGoneError", "RDMAError", "ServerAddress",
-    "TransferFuture", "choose_path", "configure", "drop", "leftovers", "read_into", "register",
+    "TransferFuture", "check_read", "check_write", "choose_path", "configure", "drop", "leftovers", "read_into", "register",
     "reset", "statistics", "sweep_job", "write_from",
 ]

@@ -124,24 +124,35 @@ def register(data: Any, owner_actor: str) -> BufferHandle:
 
 def read_into(handle: BufferHandle, dst: Any, timeout: float) -> Future[None]:
     """Starts reading the whole buffer into the start of `dst`."""
+    return _start(handle, check_read(handle, dst), handle.size, "read", timeout)
+
+
+def write_from(handle: BufferHandle, src: Any, timeout: float) -> Future[None]:
+    """Starts writing all of `src` to the start of the buffer."""
+    memory = check_write(handle, src)
+    return _start(handle, memory, memory.nbytes, "write", timeout)
+
+
+def check_read(handle: BufferHandle, dst: Any) -> Memory:
+    """`dst`'s memory, if the whole buffer can be read into it (else ValueError)."""
     memory = as_memory(dst, "dst")
     if memory.readonly:
         raise ValueError(f"dst is read-only ({type(dst).__name__}); read into writable memory")
     if memory.nbytes < handle.size:
         raise ValueError(f"destination local memory size ({memory.nbytes}) must be >= remote "
                          f"buffer size ({handle.size}) of {handle.describe()}")
-    return _start(handle, memory, handle.size, "read", timeout)
+    return memory
 
 
-def write_from(handle: BufferHandle, src: Any, timeout: float) -> Future[None]:
-    """Starts writing all of `src` to the start of the buffer."""
+def check_write(handle: BufferHandle, src: Any) -> Memory:
+    """`src`'s memory, if all of it can be written to the buffer (else ValueError)."""
     memory = as_memory(src, "src")
     if memory.nbytes > handle.size:
         raise ValueError(f"source local memory size ({memory.nbytes}) must be <= remote "
                          f"buffer size ({handle.size}) of {handle.describe()}")
     if handle.readonly:
         raise ValueError(f"{handle.describe()} is read-only: it was made over immutable memory")
-    return _start(handle, memory, memory.nbytes, "write", timeout)
+    return memory
 
 
 def drop(handle: BufferHandle) -> Future[None]:

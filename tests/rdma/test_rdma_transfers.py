@@ -93,6 +93,24 @@ def test_backend_names():
     assert get_rdma_backend() == "tcp" and not is_ibverbs_available()
 
 
+def test_without_the_software_data_plane_no_buffer_is_made(owners: Any) -> None:
+    """rdma_allow_tcp_fallback=False: no ibverbs and no fallback, so no RDMABuffer (as
+    Monarch's 'none' backend), here and in procs spawned under it."""
+    from monarch.actor import this_host
+    from monarch.config import configured
+    from monarch.rdma import RDMABuffer
+
+    with configured(rdma_allow_tcp_fallback=False, rdma_disable_ibverbs=True):
+        assert get_rdma_backend() == "none"
+        with pytest.raises(RuntimeError, match="rdma_allow_tcp_fallback=False"):
+            RDMABuffer(bytearray(16))
+        procs = this_host().spawn_procs()
+    with pytest.raises(ActorError, match="rdma_allow_tcp_fallback=False"):
+        procs.spawn("owner_off", Owner).make.call_one("bytearray", 16, seed=1).get(timeout=60)
+    assert get_rdma_backend() == "tcp"
+    procs.stop().get(timeout=30)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_round_trip_every_kind(owners: Any, path: str, kind: str) -> None:
     """The controller reads an owner's buffer of `kind` into every writable kind, then writes
@@ -308,5 +326,9 @@ def test_action_batches_reads_and_writes(owners: Any) -> None:
             memoryview(shared)[2048:6144], b).submit()
     with pytest.raises(NotImplementedError):
         RDMAAction().fetch_add(a, bytearray(8), 1)
+    with pytest.raises(ValueError, match=r"source local memory size \(4128\) must be <="):
+        RDMAAction().write_remote(a, bytearray(4096 + 32))  # refused when queued
+    with pytest.raises(ValueError, match=r"destination local memory size \(16\) must be >="):
+        RDMAAction().read_remote(bytearray(16), b)
     a.drop().get(timeout=30)
     b.drop().get(timeout=30)
