@@ -118,9 +118,11 @@ def test_parametrize_config_runs_a_test_once_per_setting():
         probe(overrides, "x")
     assert seen == [(1, True, "x"), (2, False, "x")]
     assert config.get("tail_log_lines") == 0  # each run restores what it found
-    product = config.parametrize_config(tail_log_lines=[1, 2], cast_fanout=[4, 8])(
-        lambda: None)
-    assert len(product.pytestmark[0].args[1]) == 4
+    def other():
+        pass
+
+    product = config.parametrize_config(tail_log_lines=[1, 2], cast_fanout=[4, 8])(other)
+    assert len(product.pytestmark[0].args[1]) == 4  # every combination
     with pytest.raises(ValueError, match="same number of values"):
         config.parametrize_config_pointwise(tail_log_lines=[1], cast_fanout=[1, 2])
     with pytest.raises(ValueError, match="at least one config option"):
