@@ -189,9 +189,9 @@ class HostMesh(OnView):
         return self._stop_spawned()
 
     def shutdown(self) -> Future[None]:
-        """Stops the procs spawned through this mesh; workers attached for it are let go
-        (they end what is left of this job there). The mesh cannot spawn afterwards. Also
-        what leaving `async with host_mesh:` (or `with`) does."""
+        """Stops the procs spawned through this mesh and ends the workers of its hosts (as in
+        Monarch, the hosts are unusable afterwards; `stop()` keeps them). The mesh cannot spawn
+        afterwards. Also what leaving `async with host_mesh:` (or `with`) does."""
         if not self._owned:
             return failed(RuntimeError(
                 "cannot shut down `HostMesh` that is a reference instead of owned"))
@@ -203,7 +203,7 @@ class HostMesh(OnView):
         workers = [h for h in self._hosts if h != LOCAL_HOST]
         if not workers:
             return stopped
-        return _after(stopped, lambda: _services.call("detach_workers", workers))
+        return _after(stopped, lambda: _services.call("end_workers", workers))
 
     def _stop_spawned(self) -> Future[None]:
         with self._life.lock:

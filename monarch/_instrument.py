@@ -73,11 +73,14 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
                     runtime.outbox.send(ship_to, Telemetry(identity.name, batch), block=False)
                 except PeerGone:
                     pass  # the controller is gone; this proc is about to be stopped
-        if not runtime._closing:
-            runtime.call_later(SHIP_S, ship)
 
-    runtime.call_later(SHIP_S, ship)
-    runtime.flush_telemetry = ship
+    def tick() -> None:
+        ship()
+        if not runtime._closing:
+            runtime.call_later(SHIP_S, tick)
+
+    runtime.call_later(SHIP_S, tick)
+    runtime.flush_telemetry = ship  # ships what was recorded until now, once (loop thread)
     if enabled:
         runtime.on_undelivered = lambda reason, n: telemetry.process_recorder().metrics.inc(
             ("messages_undelivered", reason), n)

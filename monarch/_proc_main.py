@@ -138,6 +138,20 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     # ProcMesh.logging_option(level=...): the level of the proc's root Python logger
     runtime.notice_handlers["log_level"] = lambda body: logging.getLogger().setLevel(
         body["level"])
+    runtime.notice_handlers["flush_output"] = lambda body: _flush_output(runtime, body)
+
+
+def _flush_output(runtime: ProcessRuntime, body: dict[str, Any]) -> None:
+    """Ships every line written so far, then says so on the same link (so the controller has
+    them when it hears it): logging_option switches modes between two lines, not mid-flight."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if runtime.flush_telemetry is not None:
+        runtime.flush_telemetry()
+    runtime.notify(body["reply_to"], "output_flushed", {"token": body["token"]})
 
 
 def _stop_proc_handler(runtime: ProcessRuntime) -> Any:

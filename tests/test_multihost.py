@@ -189,9 +189,13 @@ def test_a_worker_on_an_alias_address_dials_one_and_binds_another(fault_log):
         assert all(i["address"].startswith("tcp://127.0.0.1:") for _, i in found.items())
         assert hosts._hosts == (f"tcp://127.0.0.1:{port}",)
         assert hosts.shutdown().get(timeout=60) is None
+        # shutdown ends the host's worker too (run_worker_loop_forever returns)
+        assert child.wait(timeout=60) == 0
+        wait_gone(*(i["pid"] for _, i in found.items()))
     finally:
-        child.terminate()
-        child.wait(timeout=30)
+        if child.poll() is None:
+            child.terminate()
+            child.wait(timeout=30)
         sweep_dead(run_root())
 
 

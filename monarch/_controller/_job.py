@@ -43,6 +43,8 @@ from ._logstream import LogStreamer
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
+FLUSH_WAIT_S = 3.0
+"""How long logging_option waits for a proc to ship what it wrote before the mode changes."""
 FINAL_TELEMETRY_S = 1.0
 """How long a stop waits, after a proc exited, for a last telemetry that has not come."""
 
@@ -118,6 +120,9 @@ class Job:
         """Procs whose last telemetry arrived (I/O thread)."""
         self.runtime.notice_handlers[_instrument.FINAL_NOTICE] = (
             lambda body: self._final_telemetry.add(str(body.get("proc"))))
+        self._flushes: dict[str, list[Any]] = {}
+        """logging_option's waits: token -> [procs yet to answer, what starts the change]."""
+        self.runtime.notice_handlers["output_flushed"] = self._output_flushed
         install_log_prefix()
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
@@ -163,7 +168,7 @@ class Job:
                     "get_or_spawn": self.get_or_spawn, "logging_option": self.logging_option,
                     "shutdown_hosts": self.shutdown_hosts,
                     "proc_mesh_ready": self.supervisor.ready, "live_procs": self.live_procs,
-                    "detach_workers": self.detach_workers,
+                    "detach_workers": self.detach_workers, "end_workers": self.end_workers,
                     "attach_workers": self.workers.attach}
         for name, fn in services.items():
             _services.register(name, self._on_io(fn))
@@ -423,9 +428,13 @@ class Job:
         """ProcMesh.logging_option (see `_logstream`): settles False when forwarding was off
         when the mesh was spawned. Applied on a thread of its own (flushing prints)."""
         out: Future[bool] = Future()
-        for record in self.supervisor.procs.values():  # Monarch's `level`: procs' root logger
-            if record.procs == procs and record.state in (STARTING, RUNNING) and record.address:
-                self.runtime.notify(record.address, "log_level", {"level": level})
+        live = [r for r in self.supervisor.procs.values()
+                if r.procs == procs and r.state in (STARTING, RUNNING) and r.address]
+        token = secrets.token_hex(6)
+        for record in live:  # Monarch's `level`: procs' root logger
+            self.runtime.notify(record.address, "log_level", {"level": level})
+            self.runtime.notify(record.address, "flush_output",
+                                {"token": token, "reply_to": self.runtime.address})
 
         def apply() -> None:
             try:
@@ -434,8 +443,31 @@ class Job:
             except BaseException as exc:  # noqa: BLE001 - the caller's future says why
                 out.set_exception(exc)
 
-        threading.Thread(target=apply, name="monarch-logging-option", daemon=True).start()
+        # The mode changes once the procs shipped what they wrote before (each answers on the
+        # link its lines came by), or after FLUSH_WAIT_S for one that does not answer.
+        started = threading.Event()
+
+        def start() -> None:
+            if not started.is_set():
+                started.set()
+                threading.Thread(target=apply, name="monarch-logging-option",
+                                 daemon=True).start()
+
+        self._flushes[token] = [len(live), start]
+        self.runtime.call_later(FLUSH_WAIT_S, lambda: (self._flushes.pop(token, None), start()))
+        if not live:
+            self._flushes.pop(token, None)
+            start()
         return out
+
+    def _output_flushed(self, body: dict[str, Any]) -> None:
+        waiting = self._flushes.get(body["token"])
+        if waiting is None:
+            return
+        waiting[0] -= 1
+        if waiting[0] <= 0:
+            del self._flushes[body["token"]]
+            waiting[1]()
 
     def live_procs(self, hosts: list[str]) -> list[tuple[Any, ...]]:
         """(host, proc mesh, rank, address, labels, sizes) of each running proc on `hosts`."""
@@ -473,6 +505,14 @@ class Job:
         attached = [a for a in addresses if a in self.workers.hosts]
         done = self.shutdown_hosts(attached)
         done.add_done_callback(lambda: self.workers.release(attached))
+        return done
+
+    def end_workers(self, addresses: list[str]) -> Future[None]:
+        """Stops this job's procs on those workers, then has the workers end (the hosts of a
+        HostMesh that was shut down are unusable afterwards, as in Monarch)."""
+        attached = [a for a in addresses if a in self.workers.hosts]
+        done = self.shutdown_hosts(attached)
+        done.add_done_callback(lambda: self.workers.end(attached))
         return done
 
     # -- end -------------------------------------------------------------------------------

@@ -87,6 +87,13 @@ class Workers:
             if record is not None and not record.lost:
                 self.runtime.notify(address, "shutdown", {"controller": self.runtime.address})
 
+    def end(self, addresses: list[str]) -> None:
+        """Tells those workers to end (their procs, then themselves): `HostMesh.shutdown`."""
+        for address in addresses:
+            record = self.hosts.pop(address, None)
+            if record is not None and not record.lost:
+                self.runtime.notify(address, "exit", {"controller": self.runtime.address})
+
     def bind_host(self, address: str) -> str:
         """Where procs on that worker's host listen."""
         return self.hosts[address].bind_host

@@ -94,7 +94,8 @@ class Worker:
         self.agent.start()  # the zygote imports the runtime before it is needed
         runtime.notice_handlers.update({
             "attach": self.attach, "fork": self.fork, "signal": self.signal,
-            "heartbeat": self.heartbeat, "shutdown": self.shutdown})
+            "heartbeat": self.heartbeat, "shutdown": self.shutdown,
+            "exit": self.exit})
         runtime.call_later(HEARTBEAT_S, self.tick)
         self.write_status()
 
@@ -168,6 +169,15 @@ class Worker:
         link = self._sender(body)
         if link is not None:
             self.release(link, "the controller shut down")
+
+    def exit(self, body: dict[str, Any]) -> None:
+        """A controller shut this host down (`HostMesh.shutdown`): every proc forked here
+        ends, and so does the worker (a `forever` one too): the host is no longer usable."""
+        if self._sender(body) is None:
+            return  # only an attached controller may end the worker
+        for link in list(self.controllers.values()):
+            self.release(link, "the host was shut down")
+        self.runtime.call_soon(self.runtime.close)
 
     def _sender(self, body: dict[str, Any]) -> Controller | None:
         address = body.get("controller")
