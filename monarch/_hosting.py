@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import os
 import queue
 import socket
@@ -95,6 +96,13 @@ class ActorSlot:
         """Run the next message under a remote pdb that stops at its first line."""
         self._control: collections.deque[dict[str, Any]] = collections.deque()
         """Failures of owned meshes waiting for `__supervise__` (appended by the I/O thread)."""
+        self._stopping = False
+        """A stop was requested: failures not yet taken for `__supervise__` are dropped."""
+        self._initialized = False
+        """`__init__` returned: `__cleanup__` runs when the actor ends (stopped or failed)."""
+        self._cleaned = False
+        self._fail_exc: BaseException | None = None
+        """The exception that failed the actor (given to `__cleanup__`)."""
         self._inflight: list[Call] = []
         """Calls being handled now; a failure of the actor answers them at once."""
         self._lock = threading.Lock()  # guards state changes to failed/stopped and _inflight
@@ -129,7 +137,10 @@ class ActorSlot:
             self.runtime.reply(msg.port, msg.lo, FAILED, [data])
 
     def request_stop(self, reason: str, port: tuple | None = None) -> None:
-        """Stops after the messages already queued; `__cleanup__` runs first."""
+        """Stops after the messages already queued; `__cleanup__` runs first. Failures of
+        owned meshes not yet taken for `__supervise__` are dropped (as in Monarch)."""
+        self._stopping = True
+        self._control.clear()
         self._enqueue((_STOP, (reason, port)))
 
     def request_abort(self, reason: str | None) -> None:
@@ -138,13 +149,17 @@ class ActorSlot:
 
     def supervise_later(self, failure: dict[str, Any]) -> None:
         """Queues a failure of a mesh this actor owns on the control lane (I/O thread)."""
-        if self.state in (FAILED_STATE, STOPPED):
+        if self.state in (FAILED_STATE, STOPPED) or self._stopping:
             return
         self._control.append(failure)
         self._wake_control()
 
     def _wake_control(self) -> None:
         raise NotImplementedError
+
+    def _wake_driver(self) -> None:
+        """Wakes the actor's driver (it may be waiting for a message) after a failure."""
+        self._wake_control()
 
     # -- the actor's thread ----------------------------------------------------------------
     def construct(self) -> None:
@@ -165,6 +180,7 @@ class ActorSlot:
         except BaseException as exc:  # noqa: BLE001 - any failure of __init__ fails the actor
             self.fail(_aborted(_strip(exc)), exc)
             return
+        self._initialized = True
         with self._lock:
             if self.state == STARTING:
                 self.state = RUNNING
@@ -183,6 +199,10 @@ class ActorSlot:
                 fn = prop._fn
             elif msg.method in self.plain:
                 fn = getattr(type(self.obj), msg.method)
+                if not self.header.is_async and inspect.iscoroutinefunction(fn):
+                    raise TypeError(f"{self.header.class_name}.{msg.method} is an async def "
+                                    "method: a sync actor has no event loop to run it "
+                                    "(make it a plain def, or the actor async)")
             else:
                 raise AttributeError(f"{self.header.class_name} has no endpoint {msg.method!r}")
             if frames:
@@ -291,6 +311,7 @@ class ActorSlot:
             self.state = FAILED_STATE
             self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
                             f"  {_indent(reason)}")
+            self._fail_exc = exc
             inflight, self._inflight = self._inflight, []
         self._control.clear()
         _instrument.count_failure("user")
@@ -306,6 +327,7 @@ class ActorSlot:
         self._cancel_tasks()
         self.stop_descendants()  # "and all its descendants": what it spawned goes with it
         self.runtime.notify(self.header.controller, "actor_failed", report)
+        self._wake_driver()  # its driver runs `__cleanup__` and ends
 
     def own(self, mesh: Any) -> None:
         """Records a mesh this actor spawned (any thread)."""
@@ -342,13 +364,15 @@ class ActorSlot:
                             {"mesh": self.header.mesh, "rank": self.rank.rank})
 
     def cleanup(self) -> Any:
-        """Calls `__cleanup__(None)` if the actor runs (it may return a coroutine)."""
+        """Calls `__cleanup__` once, if `__init__` had returned: with None when the actor
+        stops, with the exception that failed it otherwise (it may return a coroutine)."""
         cleanup = getattr(self.obj, "__cleanup__", None)
-        if cleanup is None or self.state != RUNNING:
+        if cleanup is None or not self._initialized or self._cleaned:
             return None
+        self._cleaned = True
         token = enter(Context(self.instance, None, 0, self.runtime.view))
         try:
-            return cleanup(None)
+            return cleanup(self._fail_exc if self.state == FAILED_STATE else None)
         finally:
             leave(token)
 
@@ -372,7 +396,8 @@ class ActorSlot:
         """The failures waiting for `__supervise__`, as events (empty before `__init__` ran)."""
         from ._supervision import MeshFailure
 
-        if self.state != RUNNING:
+        if self.state != RUNNING or self._stopping:
+            self._control.clear()
             return []
         events = []
         while self._control:
@@ -483,6 +508,13 @@ class SyncSlot(ActorSlot):
     def _run(self) -> None:
         self.construct()
         while True:
+            if self.state == FAILED_STATE:  # it runs no further message: cleanup, then end
+                try:
+                    self.cleanup()
+                except Exception:  # noqa: BLE001 - the actor has failed already
+                    traceback.print_exc()
+                self._drain_refusing()
+                return
             if self._control:
                 self._supervise_now()
             msg, frames = self._next()
@@ -579,6 +611,12 @@ class AsyncSlot(ActorSlot):
         except RuntimeError:  # the loop ended with the actor
             self._control.clear()
 
+    def _wake_driver(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # the loop ended with the actor
+            pass
+
     def _spawn(self, coro: Any) -> "asyncio.Task[Any]":
         task = self._loop.create_task(coro)
         self._tasks.add(task)
@@ -635,9 +673,12 @@ class AsyncSlot(ActorSlot):
         pending = self._pending
         assert self._wakeup is not None
         while True:
-            while not pending:
+            while not pending and self.state != FAILED_STATE:
                 self._wakeup.clear()
                 await self._wakeup.wait()
+            if self.state == FAILED_STATE:  # it runs no further message: cleanup, then end
+                await self._end_failed()
+                return
             msg, frames = pending.popleft()
             if msg is _STOP:
                 await self._stop(*frames)
@@ -657,6 +698,22 @@ class AsyncSlot(ActorSlot):
                 await self._handle(msg, prepared, frames)
             if self._control:
                 await asyncio.sleep(0)  # a supervision is waiting: let it run first
+
+    async def _end_failed(self) -> None:
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        try:
+            outcome = self.cleanup()
+            if asyncio.iscoroutine(outcome):
+                await outcome
+        except Exception:  # noqa: BLE001 - the actor has failed already
+            traceback.print_exc()
+        while self._pending:
+            item, arg = self._pending.popleft()
+            if item is PING:
+                self.ping(arg)
+            elif item is not _STOP:
+                self.refuse(item)
+        self._loop.stop()  # the actor is done: its loop thread ends
 
     async def _stop(self, reason: str, port: tuple | None) -> None:
         """Cancels what runs besides the dispatch (pending supervise, concurrent handlers),
