@@ -8,8 +8,10 @@ public surface registered (`set_job_starter`): the runtime never imports the con
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
+import weakref
 from typing import Any, Callable
 
 from ._shape import Extent, Point
@@ -128,7 +130,30 @@ def context() -> Context:
     ctx = _current.get()
     if ctx is not None:
         return ctx
+    loop = asyncio._get_running_loop()
+    if loop is not None and loop not in _client_loops:
+        _client_loops.add(loop)
     return root()
+
+
+_client_loops: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+"""asyncio loops the client used monarch from (see `wake_client_loops`)."""
+
+
+def wake_client_loops() -> None:
+    """Wakes the client's asyncio loops once: a fault hook (run on a thread of its own) that
+    sets an `asyncio.Event` of the client's loop without `call_soon_threadsafe` is then seen
+    at once, not at the loop's next timeout."""
+    for loop in list(_client_loops):
+        try:
+            if loop.is_running():
+                loop.call_soon_threadsafe(_nothing)
+        except RuntimeError:  # closed meanwhile
+            pass
+
+
+def _nothing() -> None:
+    pass
 
 
 def root() -> Context:

@@ -112,6 +112,8 @@ def dispatch_root(failure: MeshFailure) -> None:
     Runs on its own thread: a hook may block or call into monarch.
     """
     def run() -> None:
+        from ._context import wake_client_loops
+
         hook = _fault_hook_lookup()
         try:
             hook(failure)
@@ -119,5 +121,6 @@ def dispatch_root(failure: MeshFailure) -> None:
             import traceback
 
             traceback.print_exc()
+        wake_client_loops()  # what the hook set on the client's loop is seen now
 
     threading.Thread(target=run, name="monarch-fault-hook", daemon=True).start()

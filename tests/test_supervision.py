@@ -7,6 +7,7 @@ collects the failures that reach the root instead of ending the test run.
 from __future__ import annotations
 
 import ctypes
+import asyncio
 import os
 import random
 import signal
@@ -420,3 +421,39 @@ def test_a_dead_proc_brings_the_tail_of_its_output(fault_log):
         failure = fault_log.wait_for(about("tailed"))
     assert failure.log_tail == ["[stdout] tail line 2", "[stdout] tail line 3",
                                 "[stdout] tail line 4"]
+
+
+class FailsAtInit(Actor):
+    def __init__(self) -> None:
+        raise ValueError("no device")
+
+    @endpoint
+    def noop(self) -> None:
+        pass
+
+
+def test_a_hook_that_sets_an_asyncio_event_wakes_the_clients_loop(fault_log):
+    """A fault hook runs on a thread of its own; one that sets an asyncio.Event of the
+    client's loop without call_soon_threadsafe (as Monarch's own tests do) is still seen: the
+    loop is woken after the hook (here it has nothing else to wake it, so the test would hang
+    until its timeout)."""
+    import monarch.actor
+
+    async def main() -> list:
+        seen, ready = [], asyncio.Event()
+
+        def hook(failure) -> None:
+            seen.append(failure.report())
+            ready.set()  # not thread-safe, on purpose
+
+        saved, monarch.actor.unhandled_fault_hook = monarch.actor.unhandled_fault_hook, hook
+        try:
+            procs = fresh(1)
+            procs.spawn("fails_at_init", FailsAtInit)
+            await ready.wait()
+        finally:
+            monarch.actor.unhandled_fault_hook = saved
+        await procs.stop()
+        return seen
+
+    assert "no device" in asyncio.run(main())[0]

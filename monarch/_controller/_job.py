@@ -454,7 +454,11 @@ class Job:
                                  daemon=True).start()
 
         self._flushes[token] = [len(live), start]
-        self.runtime.call_later(FLUSH_WAIT_S, lambda: (self._flushes.pop(token, None), start()))
+        def give_up() -> None:
+            self._flushes.pop(token, None)
+            start()
+
+        self.runtime.call_later(FLUSH_WAIT_S, give_up)
         if not live:
             self._flushes.pop(token, None)
             start()

@@ -202,6 +202,8 @@ class _Destination(Actor):
         if self._port is None:
             raise RuntimeError("this port forward has no destination port yet")
         reader, writer = await asyncio.open_connection("127.0.0.1", self._port)
+        to_here: Port[bytes]
+        incoming: PortReceiver[bytes]
         to_here, incoming = Channel.open()
         self._links.relay(reader, writer, to_source, incoming)
         return to_here
@@ -229,6 +231,8 @@ class _Source(Actor):
     async def _accepted(self, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
         try:
+            to_here: Port[bytes]
+            incoming: PortReceiver[bytes]
             to_here, incoming = Channel.open()
             to_destination = await self._destination.connect.call_one(to_here)
         except Exception:  # noqa: BLE001 - the client sees its connection closed
