@@ -1,7 +1,7 @@
 """Actor hosting: one slot per actor in a process, running its messages one at a time.
 
-A sync actor gets its own worker thread; async actors share the process's actor loop thread,
-one task each. The I/O thread only enqueues: unpickling, the handler and the reply happen on the
+A sync actor gets its own worker thread; an async actor gets a loop thread of its own, running
+one dispatch task (and a task per concurrent handler). The I/O thread only enqueues: unpickling, the handler and the reply happen on the
 actor's thread, so a slow handler never stalls the process's I/O.
 """
 

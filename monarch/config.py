@@ -2,7 +2,7 @@
 
 Keys are Monarch's names. Every key listed in `KEYS` acts (what each does is its description);
 a Monarch key that tunes a piece of its Rust runtime with no counterpart here (`REFUSED`) is a
-ValueError that says so, and any other unknown key a TypeError, so no setting is silently
+ValueError that says so, and so is any other unknown key, so no setting is silently
 ignored. Values are checked against the key's kind: durations take humantime strings
 ("250ms", "1m 30s"), not bare numbers.
 """

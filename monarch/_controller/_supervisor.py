@@ -9,6 +9,7 @@ affected mesh's owner gets a MeshFailure: `__supervise__` in its proc, or the ro
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import signal as _signal
 import time
 from typing import Any, Callable
@@ -47,6 +48,7 @@ class ProcRecord:
     bootstrapping: bool = False
     """Its proc mesh has a bootstrap, which has not returned yet (the proc is not ready)."""
     boot_error: tuple[Any, str] | None = None
+    boot_failed_at: int = 0  # the order its bootstrap_failed arrived in: the first is reported
     """(exception, remote traceback) of its bootstrap, which raised: the proc then exits, and
     `ProcMesh.initialized` (not supervision) reports it."""
 
@@ -75,7 +77,9 @@ class MeshRecord:
 
 def _readiness(records: list[ProcRecord]) -> BaseException | bool | None:
     """Whether procs are ready (True), will never be (the error), or not yet (None)."""
-    for record in records:
+    failed = [r for r in records if r.boot_error is not None]
+    if failed:  # the first to arrive, so every observer hears the same failure
+        record = min(failed, key=lambda r: r.boot_failed_at)
         if record.boot_error is not None:
             exception, remote_tb = record.boot_error
             err = ActorError(exception, f"The bootstrap of proc mesh {record.procs} failed on "
@@ -90,6 +94,8 @@ def _readiness(records: list[ProcRecord]) -> BaseException | bool | None:
         return True
     return None
 
+
+_ARRIVALS = itertools.count(1)
 
 ATTRIBUTION_GRACE_S = 0.25
 """How long a dead proc's last notices (which actors it ran) may still be in flight."""
@@ -271,6 +277,7 @@ class Supervisor:
         record = self.procs.get(body["proc"])
         if record is not None:
             record.boot_error = _serial.loads(body["error"])
+            record.boot_failed_at = next(_ARRIVALS)
             self._settle_ready()
 
     def ready(self, procs: str, ranks: list[int]) -> Future[bool]:

@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -29,6 +30,7 @@ PYTEST_INI = """[pytest]
 asyncio_mode = auto
 asyncio_default_fixture_loop_scope = function
 """
+ONLY_VARIABLE = "MONARCH_CONFORMANCE_ONLY"  # a file of the test ids to run (one per line)
 PYTEST_OPTIONS = ["-p", "no:cacheprovider", "--timeout", "120", "-q", "-rN"]
 
 
@@ -71,15 +73,24 @@ def tests_dir() -> Path:
 
 
 def run_file(name: str, report_dir: Path, python: str = sys.executable,
-             timeout: float = 1500.0) -> dict[str, Outcome]:
+             timeout: float = 1500.0, only: Collection[str] | None = None) -> dict[str, Outcome]:
     """Runs Monarch's test file `name` (e.g. `test_python_actors.py`) against the `monarch`
-    that `python` imports; its outcome per test id (`file.py::test_x[param]`)."""
+    that `python` imports; its outcome per test id (`file.py::test_x[param]`). With `only`,
+    the file's other tests are deselected (they do not run)."""
     folder = tests_dir()
     report = report_dir / f"{name}.xml"
     run_root = report_dir / f"{name}.run"  # its jobs' run directories, apart from ours
-    env = dict(os.environ, MONARCH_RUN_DIR=str(run_root), PYTHONPATH=os.pathsep.join(
+    # its own temp directory: Monarch's tests (and torch's compiler caches) leave files in theirs
+    tmp = report_dir / f"{name}.tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, MONARCH_RUN_DIR=str(run_root), TMPDIR=str(tmp),
+               PYTHONPATH=os.pathsep.join(
         filter(None, [str(SHIM), str(folder), os.environ.get("PYTHONPATH")])))
     env.pop("CI", None)  # Monarch's tests read CI to pick their own CI behaviour
+    if only is not None:  # read by monarch_conftest.py
+        wanted = report_dir / f"{name}.only"
+        wanted.write_text("".join(f"{test_id}\n" for test_id in only))
+        env[ONLY_VARIABLE] = str(wanted)
     with open(report_dir / f"{name}.log", "w") as log:
         proc = subprocess.run([python, "-m", "pytest", *PYTEST_OPTIONS, f"--junitxml={report}",
                                name], cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
