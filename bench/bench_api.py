@@ -609,6 +609,83 @@ def _gloo_allreduce(rig: Rig, nbytes: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
+# How the costs grow with the mesh: 4 (the shared mesh), 16 and 32 actors (one per proc), and 64
+# actors (four meshes on the 16 procs, called together). The 4-actor figures of `call4` and
+# `broadcast` are the baseline; run.py prints each figure's growth from 4 to 64.
+
+
+class _Group:
+    """Several actor meshes called as one: `call` issues every mesh's call, then gets them."""
+
+    def __init__(self, meshes: list[Any]) -> None:
+        self.meshes = meshes
+
+    def call(self) -> None:
+        futures = [mesh.noop.call() for mesh in self.meshes]
+        for fut in futures:
+            fut.get(timeout=CALL_TIMEOUT_S)
+
+    def broadcast(self) -> None:
+        for mesh in self.meshes:
+            mesh.noop.broadcast()
+
+
+def _scale_rows(rig: Rig, group: _Group, actors: int) -> dict[str, float]:
+    """call p50, casts per second and controller CPU seconds per 1,000 casts on `actors`."""
+    timed_loop(group.call, rig.n(50, 10), rig.budget_s)
+    times = timed_loop(group.call, rig.n(300, 50), rig.budget_s)
+    n = rig.n(1000, 200)
+
+    def burst() -> None:
+        for _ in range(n):
+            group.broadcast()
+        group.call()  # FIFO per actor: answers after every cast was handled
+
+    burst()  # warm-up
+    walls, cpus = [], []
+    for _ in range(rig.n(3, 1)):
+        cpu, wall = time.process_time(), time.perf_counter()
+        burst()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return {
+        f"call_{actors}actors_p50_us": statistics.median(times) * 1e6,
+        f"broadcast_{actors}actors_casts_per_s": n / statistics.median(walls),
+        f"controller_cpu_s_per_1k_casts_{actors}actors": statistics.median(cpus) / n * 1000,
+    }
+
+
+def _spawn_timed(procs_count: int) -> tuple[Any, Any, float]:
+    """spawn_procs + spawn + first call() answer on `procs_count` procs, in seconds."""
+    start = time.perf_counter()
+    procs = this_host().spawn_procs(per_host={"gpus": procs_count})
+    mesh = procs.spawn("scale", BenchActor)
+    mesh.noop.call().get(timeout=CALL_TIMEOUT_S * 2)
+    return procs, mesh, time.perf_counter() - start
+
+
+@bench("scale")
+def bench_scale(rig: Rig) -> dict[str, float]:
+    """Spawn of 16/32 procs; call, casts/s and controller CPU per 1k casts on 4/16/32/64 actors."""
+    rows = _scale_rows(rig, _Group([rig.mesh]), GPUS)
+    rows.pop(f"call_{GPUS}actors_p50_us")  # the call4 row measures it, with more iterations
+    rows.pop(f"broadcast_{GPUS}actors_casts_per_s")  # and the broadcast row this one
+    for count in (16, 32):
+        procs, mesh, spawn_s = _spawn_timed(count)
+        try:
+            rows[f"spawn_{count}procs_first_answer_s"] = spawn_s
+            rows.update(_scale_rows(rig, _Group([mesh]), count))
+            if count == 16:  # 64 actors: four meshes of 16, four actors per proc
+                more = [procs.spawn(f"scale{i}", BenchActor) for i in range(1, 4)]
+                for extra in more:
+                    extra.noop.call().get(timeout=CALL_TIMEOUT_S)
+                rows.update(_scale_rows(rig, _Group([mesh, *more]), 4 * count))
+        finally:
+            procs.stop().get(timeout=60)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 # Running: each bench isolated (its failure is recorded, the rest go on), a watchdog over the
 # whole run, procs always stopped.
 
@@ -735,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
     rig = Rig(quick=args.quick, budget_s=3.0 if args.quick else 20.0)
     result: dict[str, Any] = {"_meta": meta(args.quick), "_errors": {}}
     watchdog = Watchdog(result, lambda: stop_quietly(rig, result))
-    watchdog.arm(args.deadline or (120.0 if args.quick else 600.0), "run deadline passed")
+    watchdog.arm(args.deadline or (180.0 if args.quick else 900.0), "run deadline passed")
     signal.signal(signal.SIGTERM, _on_sigterm)
     start = time.perf_counter()
     try:

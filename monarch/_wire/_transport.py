@@ -124,7 +124,7 @@ class Inbox:
         endpoint, fd = inherited_fd(endpoint)
         if fd is not None:
             sock.setsockopt(zmq.USE_FD, fd)  # serve on the listening socket we were given
-        sock.bind(endpoint)
+        _bind(sock, endpoint)
         return sock, monitor
 
     def listen_also(self, endpoint: str) -> str:
@@ -214,6 +214,24 @@ class Inbox:
             monitor.close(0)
             sock.close(0)
         self._zap.close(0)
+
+
+BIND_RETRY_S = 2.0
+"""How long a fixed tcp port that is in use is tried again: a port just picked by probing (bind
+to port 0, close) or just released may be held for a moment by another process."""
+
+
+def _bind(sock: zmq.Socket, endpoint: str) -> None:
+    deadline = time.monotonic() + BIND_RETRY_S
+    while True:
+        try:
+            sock.bind(endpoint)
+            return
+        except zmq.ZMQError as exc:
+            fixed = endpoint.startswith("tcp://") and not endpoint.endswith((":0", ":*"))
+            if exc.errno != zmq.EADDRINUSE or not fixed or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _split_zap(request: list[bytes]) -> tuple[list[bytes], bytes, list[bytes]]:

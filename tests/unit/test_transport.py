@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 
@@ -113,3 +114,43 @@ def test_io_loop_sends_never_block_they_queue(ctx, monkeypatch, tmp_path):
     assert [m.body for m in got] == list(range(200)) and not outbox.backlogged
     outbox.close(0)
     inbox.close()
+
+
+def test_a_fixed_port_held_for_a_moment_is_bound_once_free(ctx, monkeypatch):
+    """A port picked by probing may be held briefly by someone else: the inbox tries again."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    attempts = []
+    real_bind = zmq.Socket.bind
+
+    def bind(sock, endpoint):
+        if not endpoint.startswith("tcp://"):
+            return real_bind(sock, endpoint)
+        attempts.append(endpoint)
+        try:
+            return real_bind(sock, endpoint)
+        finally:
+            holder.close()  # held during the first try only
+
+    monkeypatch.setattr(zmq.Socket, "bind", bind)
+    inbox = Inbox(ctx, os.urandom(32), f"tcp://127.0.0.1:{port}")
+    try:
+        assert inbox.address == f"tcp://127.0.0.1:{port}"
+        assert attempts == [f"tcp://127.0.0.1:{port}"] * 2  # refused once, then bound
+    finally:
+        inbox.close()
+
+
+def test_a_port_held_for_good_is_refused(ctx, monkeypatch):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    monkeypatch.setattr(_transport, "BIND_RETRY_S", 0.2)
+    try:
+        with pytest.raises(zmq.ZMQError) as caught:
+            Inbox(ctx, os.urandom(32), f"tcp://127.0.0.1:{holder.getsockname()[1]}")
+        assert caught.value.errno == zmq.EADDRINUSE
+    finally:
+        holder.close()
