@@ -7,6 +7,7 @@ fresh mesh of workers and redoes the step from its last checkpoint.
 """
 
 import os
+import threading
 
 from monarch.actor import Actor, SupervisionError, current_rank, endpoint, this_host
 
@@ -23,6 +24,7 @@ class Trainer(Actor):
     def __init__(self, workers: int) -> None:
         self.size = workers
         self.failures: list[str] = []
+        self.handled = threading.Event()
         self.generation = 0
         self._spawn()
 
@@ -33,6 +35,7 @@ class Trainer(Actor):
 
     def __supervise__(self, failure) -> bool:
         self.failures.append(failure.report().splitlines()[-1].strip())
+        self.handled.set()
         return True  # handled here: the script is not interrupted
 
     @endpoint
@@ -54,7 +57,9 @@ class Trainer(Actor):
 
     @endpoint
     def supervised(self) -> list:
-        """Failures handled by __supervise__ (it runs as a message, after the current one)."""
+        """Failures handled by __supervise__. Its message may arrive after a call that saw the
+        failure returned: wait for it a moment (it runs even while this endpoint waits)."""
+        self.handled.wait(timeout=30)
         return self.failures
 
 

@@ -97,8 +97,9 @@ def _readiness(records: list[ProcRecord]) -> BaseException | bool | None:
 
 _ARRIVALS = itertools.count(1)
 
-ATTRIBUTION_GRACE_S = 0.25
-"""How long a dead proc's last notices (which actors it ran) may still be in flight."""
+ATTRIBUTION_GRACE_S = 1.0
+"""How long a dead proc's last notices (which actors it ran) may still be in flight (on a
+loaded machine, a few hundred ms were seen). Only a proc with no actor known waits it."""
 
 
 class Supervisor:

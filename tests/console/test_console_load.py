@@ -62,11 +62,11 @@ async def test_64_actors_streaming_logs(tmp_path, capsys):
                 print("\nconsole under load:", report)
             assert app.logs.received > received0  # the logs kept coming in
             assert app.mesh_tree.cursor_row >= 0 and app.is_running
-            # Generous bounds (a loaded 2-core machine stays well inside them): the figures
+            # Generous bounds (a 2-core machine under stress-ng --cpu 2 stays inside them): the figures
             # printed above are what a person sees, and they must stay usable.
             assert report["screen updates/s"] >= 0.5, report
-            assert report["key press handled ms p50/max"][0] <= 2000, report
-            assert report["key press handled ms p50/max"][1] <= 10000, report
+            assert report["key press handled ms p50/max"][0] <= 5000, report  # unloaded: ~400
+            assert report["key press handled ms p50/max"][1] <= 20000, report
             assert report["lines/s the console received"] >= 0.25 * \
                 report["lines/s the job logged"], report
     finally:
