@@ -1,8 +1,9 @@
 """Pickling of message payloads: cloudpickle protocol 5 with out-of-band buffers.
 
-Large buffers (numpy arrays, CPU tensors, bytes/bytearrays over a threshold) are not copied into
-the pickle stream; they travel as their own zmq frames and are rebuilt on the receiving side as
-views of the received frame, which is writable. Torch is only touched when a tensor is pickled.
+Large buffers (numpy arrays, CPU tensors, bytes/bytearrays/memoryviews over a threshold) are not
+copied into the pickle stream; they travel as their own zmq frames and are rebuilt on the receiving
+side as views of the received frame, which is writable (bytes and bytearrays as copies of it: they
+own their memory). Torch is only touched when a tensor is pickled.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ class _Pickler(cloudpickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         kind = type(obj)
         if kind is _BigBytes:
-            return _bytes_from_buffer, (pickle.PickleBuffer(obj.data),)
+            rebuild = _bytes_from_buffer if type(obj.data) is bytes else _bytearray_from_buffer
+            return rebuild, (pickle.PickleBuffer(obj.data),)
+        if kind is memoryview:
+            return _reduce_memoryview(obj)
         if "torch" in sys.modules and kind.__module__.startswith("torch"):
             reduced = _reduce_tensor(obj)
             if reduced is not None:
@@ -45,21 +49,22 @@ class _Pickler(cloudpickle.Pickler):
 
 
 class _BigBytes:
-    """Marks a large `bytes` for out-of-band pickling.
+    """Marks a large `bytes` or `bytearray` for out-of-band pickling.
 
-    The pickler never offers exact `bytes` to `reducer_override`, so `dumps` swaps large ones
-    found near the top of the payload (arguments, results, their direct containers) for this.
+    The pickler never offers exact `bytes`/`bytearray` to `reducer_override` (it writes them
+    in-band itself), so `dumps` swaps large ones found near the top of the payload (arguments,
+    results, their direct containers) for this.
     """
 
     __slots__ = ("data",)
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray) -> None:
         self.data = data
 
 
 def _mark_big_bytes(obj: Any, depth: int = 2) -> Any:
     kind = type(obj)
-    if kind is bytes:
+    if kind is bytes or kind is bytearray:
         return _BigBytes(obj) if len(obj) >= OOB_MIN_BYTES else obj
     if depth == 0:
         return obj
@@ -69,7 +74,7 @@ def _mark_big_bytes(obj: Any, depth: int = 2) -> Any:
             return kind(marked)
         return obj
     if kind is dict:
-        if any(type(v) is bytes or type(v) in (tuple, list, dict) for v in obj.values()):
+        if any(type(v) in (bytes, bytearray, tuple, list, dict) for v in obj.values()):
             return {k: _mark_big_bytes(v, depth - 1) for k, v in obj.items()}
     return obj
 
@@ -93,6 +98,28 @@ def loads(data: bytes | memoryview, buffers: Sequence[Any] = (),
 
 def _bytes_from_buffer(buf: Any) -> bytes:
     return bytes(buf)
+
+
+def _bytearray_from_buffer(buf: Any) -> bytearray:
+    return bytearray(buf)
+
+
+def _reduce_memoryview(view: memoryview) -> Any:
+    """A memoryview arrives as a memoryview of the same format and shape: a view of the
+    received frame when it is large (no copy), of its own bytes otherwise."""
+    shape = tuple(view.shape or ())
+    if view.nbytes >= OOB_MIN_BYTES and view.c_contiguous:
+        raw: Any = pickle.PickleBuffer(view)
+    else:
+        raw = view.tobytes()
+    return _memoryview_from_buffer, (raw, view.format, shape)
+
+
+def _memoryview_from_buffer(raw: Any, fmt: str, shape: tuple[int, ...]) -> memoryview:
+    view = memoryview(raw)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view if fmt == "B" and len(shape) == 1 else view.cast(fmt, shape)  # type: ignore[call-overload]
 
 
 def _reduce_tensor(obj: Any) -> Any:

@@ -35,6 +35,32 @@ def test_large_bytes_go_out_of_band():
     assert value == payload and type(value) is bytes and nbuf == 1
 
 
+def test_large_bytearrays_and_memoryviews_go_out_of_band():
+    payload = bytes(range(256)) * 1024
+    big = bytearray(payload)
+    view = memoryview(big).cast("B", [256, 1024])
+    data, buffers = _serial.dumps(([big], {"view": view, "small": bytearray(b"ab")}))
+    # sending copies nothing: the frames are the caller's own memory, and the pickle is tiny
+    assert [address(b) for b in buffers] == [address(big)] * 2 and len(data) < 1024
+    frames = [bytearray(memoryview(b).cast("B")) for b in buffers]
+    (got,), kwargs = _serial.loads(data, frames)
+    assert type(got) is bytearray and got == big
+    assert type(kwargs["small"]) is bytearray and kwargs["small"] == b"ab"
+    got_view = kwargs["view"]  # a view of the received frame, of the same shape and format
+    assert got_view.shape == (256, 1024) and got_view.format == "B"
+    assert address(got_view) == address(frames[1]) and got_view.tobytes() == payload
+
+
+def test_memoryviews_small_or_strided_keep_format_and_values():
+    import array
+
+    for view in (memoryview(b"abc"), memoryview(array.array("d", [1.0, 2.5])),
+                 memoryview(array.array("i", range(100_000)))[::2]):
+        value, _ = round_trip(view)
+        assert type(value) is memoryview and value.format == view.format
+        assert value.tolist() == view.tolist()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool,
                                    torch.complex64])
 def test_tensors_round_trip_writable(dtype):
