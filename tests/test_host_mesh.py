@@ -21,6 +21,14 @@ from monarch.job import ProcessJob
 pytestmark = pytest.mark.timeout(180)
 
 
+class Forked(Actor):
+    @endpoint
+    def parent_environ(self) -> dict:
+        with open(f"/proc/{os.getppid()}/environ", "rb") as f:
+            pairs = [item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item]
+        return {k.decode(): v.decode(errors="replace") for k, v in pairs}
+
+
 class Probe(Actor):
     @endpoint
     def env(self, name: str) -> str | None:
@@ -242,3 +250,19 @@ def test_only_the_owned_mesh_shuts_down_and_only_once(fault_log):
             hosts.shutdown().get(timeout=30)
     finally:
         job.kill()
+
+
+def test_procs_keep_freed_heap_memory_unless_the_environment_says_otherwise(fault_log):
+    from monarch._host._agent import MALLOC_DEFAULTS, proc_environment
+
+    procs = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        # glibc reads them when a process starts: the zygote's, which every proc is forked from
+        zygote = procs.spawn("malloc", Forked).parent_environ.call_one().get(timeout=60)
+        for key, value in MALLOC_DEFAULTS.items():
+            assert zygote.get(key) == os.environ.get(key, value)
+    finally:
+        procs.stop().get(timeout=60)
+    mine = proc_environment({"MALLOC_ARENA_MAX": "4", "PATH": "/bin"})
+    assert mine["MALLOC_ARENA_MAX"] == "4" and mine["PATH"] == "/bin"
+    assert mine["MALLOC_TRIM_THRESHOLD_"] == MALLOC_DEFAULTS["MALLOC_TRIM_THRESHOLD_"]

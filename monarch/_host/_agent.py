@@ -17,6 +17,25 @@ from typing import Any, Callable
 import msgpack
 
 
+MALLOC_DEFAULTS = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 32),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
+}
+"""glibc malloc settings of the zygote and so of every proc: one arena, big blocks from the
+heap and kept when freed. A proc receiving large messages (bytes, tensors: 64 MiB frames) then
+reuses the memory of the last one instead of faulting in fresh pages for each (~3x faster here);
+the price is that a proc keeps its peak heap. Any of them set in the environment wins."""
+
+
+def proc_environment(env: dict[str, str] | None) -> dict[str, str]:
+    """The zygote's environment: `env` (default: this process's) with MALLOC_DEFAULTS added."""
+    out = dict(os.environ if env is None else env)
+    for key, value in MALLOC_DEFAULTS.items():
+        out.setdefault(key, value)
+    return out
+
+
 class HostAgent:
     """Forks procs on this host and reports their pids and exits."""
 
@@ -100,7 +119,7 @@ class HostAgent:
                 [self.python, "-m", "monarch._host._zygote", str(theirs.fileno()),
                  str(os.getpid())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
-                env=self._env)
+                env=proc_environment(self._env))
             theirs.close()
             self._sock = ours
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits
