@@ -97,12 +97,17 @@ def test_mesh_spans_hosts_and_survives_losing_one(workers, fault_log):
     wait_gone(*by_host[1])  # the lost host's procs did not outlive their worker
 
 
-def test_a_spawn_the_hosts_do_not_answer_fails_at_its_deadline(workers, fault_log):
+def test_a_spawn_the_hosts_do_not_answer_fails_at_its_deadline(workers, fault_log,
+                                                             monkeypatch):
     """host_spawn_ready_timeout / mesh_proc_spawn_max_idle bound a proc mesh's spawn on other
     hosts: the procs that did not start fail (their owner hears), the spawn raises why, and a
     proc that starts after that is stopped, not left running."""
+    from monarch._controller import _remote
     from monarch._controller._job import current_job
     from monarch.config import configured
+
+    # the stopped host must not be declared lost meanwhile (a slow machine takes > 5 s here)
+    monkeypatch.setattr(_remote, "SILENCE_S", 120.0)
 
     addresses, children = workers
     hosts = attach_to_workers(workers=addresses)
