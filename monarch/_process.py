@@ -81,6 +81,9 @@ class ProcessRuntime:
         self.leadership = Leadership(self.wake)
         self._poller: zmq.Poller | None = None
         self._polled_fds: set[int] = set()
+        self.idle_polls = 0
+        """Polls that found every inbox empty (loop thread): a dead sender's last messages are
+        read once one happened after its death was known."""
         self.internal_errors = 0
         """Exceptions raised by loop callbacks (reported on stderr, never fatal)."""
         self.flush_telemetry: Callable[[], None] | None = None
@@ -288,7 +291,11 @@ class ProcessRuntime:
             self._polled_fds.add(fd)
         sock, zap, monitor = self.inbox.poll_sockets()
         timeout = self._poll_timeout_ms() if is_io else min(self._poll_timeout_ms(), 20)
-        for fd, _ in poller.poll(timeout):
+        events = poller.poll(timeout)
+        if not any(fd is sock or any(fd is extra for extra, _ in self.inbox.extra)
+                   for fd, _ in events):
+            self.idle_polls += 1  # every inbox was empty: what was sent before has been read
+        for fd, _ in events:
             if fd is sock:
                 self._drain_inbox()
             elif fd is zap:

@@ -99,7 +99,9 @@ _ARRIVALS = itertools.count(1)
 
 ATTRIBUTION_GRACE_S = 1.0
 """How long a dead proc's last notices (which actors it ran) may still be in flight (on a
-loaded machine, a few hundred ms were seen). Only a proc with no actor known waits it."""
+loaded machine, a few hundred ms were seen). Only a proc with no actor known waits it, and
+then also for the controller's inbox to be seen empty once (at most ATTRIBUTION_MAX_S)."""
+ATTRIBUTION_MAX_S = 15.0
 
 
 class Supervisor:
@@ -232,10 +234,13 @@ class Supervisor:
             where["log_tail"] = self.log_tail(record.proc, lines)
         if not self._fail_actors_on(record, reason, where):
             # No actor to blame yet. The proc's own notices travel on its link, its death on
-            # the agent's: an `actor_started` it sent may still be in flight, so look again
-            # after a moment before the proc mesh's owner hears instead.
+            # the agent's: an `actor_started` it sent may still be in flight (or queued behind
+            # a busy inbox), so look again once a moment has passed and the inbox was seen
+            # empty since, before the proc mesh's owner hears instead.
+            mark, deadline = self.runtime.idle_polls, time.monotonic() + ATTRIBUTION_MAX_S
             self.runtime.call_later(ATTRIBUTION_GRACE_S,
-                                    lambda: self._blame_proc(record, reason, where))
+                                    lambda: self._blame_proc(record, reason, where, mark,
+                                                             deadline))
 
     def _fail_actors_on(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> bool:
         """Fails the live actors the dead proc ran (their owners hear); False if it ran none
@@ -257,15 +262,21 @@ class Supervisor:
                           f"failed:\n  {reason}"})
         return found
 
-    def _blame_proc(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> None:
-        if not self._fail_actors_on(record, reason, where):  # the proc mesh's owner hears
-            self._failure({
-                "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
-                "class_name": None, "owner": record.owner or self.runtime.address,
-                "owner_id": record.owner_id,
-                **where, "reason": reason,
-                "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
-                          f"  {reason}"})
+    def _blame_proc(self, record: ProcRecord, reason: str, where: dict[str, Any],
+                    mark: int, deadline: float) -> None:
+        if self._fail_actors_on(record, reason, where):
+            return
+        if self.runtime.idle_polls == mark and time.monotonic() < deadline:
+            self.runtime.call_later(0.05, lambda: self._blame_proc(record, reason, where, mark,
+                                                                   deadline))
+            return
+        self._failure({  # the proc mesh's owner hears
+            "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
+            "class_name": None, "owner": record.owner or self.runtime.address,
+            "owner_id": record.owner_id,
+            **where, "reason": reason,
+            "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
+                      f"  {reason}"})
 
     # -- readiness (ProcMesh.initialized) ------------------------------------------------------
     def bootstrapped(self, body: dict[str, Any]) -> None:
