@@ -700,44 +700,42 @@ class AsyncSlot(ActorSlot):
                 await asyncio.sleep(0)  # a supervision is waiting: let it run first
 
     async def _end_failed(self) -> None:
+        await self._tasks_then_cleanup()
+        self._answer_pending()
+        self._loop.stop()  # the actor is done: its loop thread ends
+
+    async def _tasks_then_cleanup(self) -> None:
+        """Waits for the actor's tasks, then runs `__cleanup__` (its error is printed: the
+        actor is ending either way)."""
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
         try:
             outcome = self.cleanup()
             if asyncio.iscoroutine(outcome):
                 await outcome
-        except Exception:  # noqa: BLE001 - the actor has failed already
+        except Exception:  # noqa: BLE001 - a failing cleanup must not block the end
             traceback.print_exc()
+
+    def _answer_pending(self) -> None:
+        """Answers pings and refuses calls still queued for an actor that has ended."""
         while self._pending:
             item, arg = self._pending.popleft()
             if item is PING:
                 self.ping(arg)
             elif item is not _STOP:
                 self.refuse(item)
-        self._loop.stop()  # the actor is done: its loop thread ends
 
     async def _stop(self, reason: str, port: tuple | None) -> None:
         """Cancels what runs besides the dispatch (pending supervise, concurrent handlers),
         awaits `__cleanup__`, then refuses whatever is still queued."""
         self._cancel_tasks()  # running handlers end (their finally blocks run) first
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        try:
-            outcome = self.cleanup()
-            if asyncio.iscoroutine(outcome):
-                await outcome
-        except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
-            traceback.print_exc()
+        await self._tasks_then_cleanup()
         for future in self.stop_descendants():
             try:
                 await asyncio.wait_for(future.as_asyncio(), _DESCENDANTS_S)
             except Exception:  # noqa: BLE001 - a descendant that does not stop is left
                 pass
         self.stopped(reason, port)
-        while self._pending:
-            item, arg = self._pending.popleft()
-            if item is PING:
-                self.ping(arg)
-            elif item is not _STOP:
-                self.refuse(item)
+        self._answer_pending()
 
     async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context],
                       frames: list[Any]) -> None:
