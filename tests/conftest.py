@@ -74,7 +74,10 @@ def leftovers(root: str, own_job: str | None) -> list[str]:
     session job's directory and the kept folders aside)."""
     from monarch._rundir import KEPT
 
-    left = [name for name in os.listdir(root) if not name.startswith("pytest-of-")
+    # torchinductor_USER is torch's compile cache, made by any process that steps an optimizer
+    # (torch's own folder, not something a test or the product forgot)
+    left = [name for name in os.listdir(root) if not name.startswith(("pytest-of-",
+                                                                      "torchinductor_"))
             and name != "run"]
     run = os.path.join(root, "run")
     if os.path.isdir(run):

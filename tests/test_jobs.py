@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from waiting import alive, wait_gone, wait_until
 
+from monarch._rundir import run_root, sweep_dead
 from monarch.actor import Actor, endpoint, this_host
 from monarch.job import LocalJob, ProcessJob, job_load, list_allocations
 
@@ -132,6 +133,7 @@ def test_state_restarts_a_dead_host_and_kill_ends_everything(fault_log, tmp_path
     sleeper = procs.spawn("probe", Probe).start_sleeper.call_one().get(timeout=60)
     job.kill()
     wait_gone(*(s.pid for s in after.values()))
+    sweep_dead(run_root())  # what the next job would do for the SIGKILLed worker's directory
     wait_gone(sleeper)  # what a proc started does not outlive the allocation
     assert not [r for r in list_allocations() if r["path"] == str(saved._dir)]
     assert not any(alive(s.pid) for s in after.values())

@@ -9,6 +9,7 @@ import signal
 import pytest
 from waiting import wait_gone
 
+from monarch._rundir import run_root, sweep_dead
 from monarch.actor import Actor, SupervisionError, current_rank, endpoint
 from monarch.job import ProcessJob
 
@@ -72,3 +73,4 @@ def test_32_procs_on_8_hosts_cast_slice_lose_a_host_and_respawn_there(fault_log)
         workers = [s.pid for s in job.workers.values()]
         job.kill()
     wait_gone(*workers)
+    sweep_dead(run_root())  # what the next job would do for the SIGKILLed worker's directory

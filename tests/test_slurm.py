@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
+from monarch._rundir import run_root, sweep_dead
 from monarch.actor import Actor, SupervisionError, current_rank, endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,7 @@ def test_slurm_job_spans_nodes_and_losing_one_is_a_supervision_event(slurm, tmp_
     finally:
         job.kill()
     wait_until(lambda: not worker_pids(port), "the Slurm workers to exit")
+    sweep_dead(run_root())  # what the next job would do for the SIGKILLed worker's directory
 
 
 CLIENT = Path(__file__).with_name("job_client.py")
