@@ -1,6 +1,7 @@
 """The controller's side of job histories (see `monarch._history`): a watcher thread that,
-every `WATCH_S`, marks stalled handlers and appends what the store received since its last
-pass to the job's Parquet history.
+every `WATCH_S`, marks stalled handlers and, every `HISTORY_S` (further apart when writes are
+slow, see `HISTORY_DUTY`), appends what the store received since its last pass to the job's
+Parquet history.
 
 Each pass writes, per table, one complete Parquet file of the new rows (written to a temporary
 name, then renamed: a reader, or a SIGKILL, never sees half a file), and replaces the
@@ -26,7 +27,13 @@ from .._rundir import start_time
 from ..telemetry import _tables as tables
 
 WATCH_S = 0.5
-"""How often the watcher runs: history at most this far behind (plus one write)."""
+"""How often the watcher marks stalls."""
+HISTORY_S = 2.0
+"""How often it appends to the history: at most this far behind (plus one write)..."""
+HISTORY_DUTY = 0.05
+"""...or further when writes are slow: a write that took t seconds is followed by one no
+sooner than t / HISTORY_DUTY later, so the history never takes more than this share of the
+controller's time (its Python holds the GIL that calls and their answers need)."""
 COMPACT_FILES = 32
 """A table folder with more files than twice this has its oldest this many merged into one."""
 APPENDED = (("span", "spans", tables.spans), ("log", "logs", tables.logs),
@@ -122,6 +129,7 @@ class Watcher:
         self.history: HistoryWriter | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._next_history = 0.0
 
     def start(self, history: bool) -> Watcher:
         """Starts the thread (and the history, if on)."""
@@ -146,8 +154,11 @@ class Watcher:
         try:
             stalled = self.job.store.check_stalls(self.stall_s)
             telemetry.process_recorder().metrics.set(("stalled_handlers",), stalled)
-            if self.history is not None:
+            if self.history is not None and time.monotonic() >= self._next_history:
+                began = time.monotonic()
                 self.history.flush(self._rows())
+                took = time.monotonic() - began
+                self._next_history = began + max(HISTORY_S, took / HISTORY_DUTY)
         except Exception as exc:  # noqa: BLE001 - the watcher must outlive a bad pass
             print(f"monarch: watcher: {type(exc).__name__}: {exc}", file=sys.stderr)
 

@@ -143,6 +143,9 @@ class Inbox:
         or None when none is waiting."""
         sock = sock or self._sock
         while True:
+            # asking first: a recv that finds nothing raises zmq.Again, which costs ~3x more
+            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return None
             try:
                 head = sock.recv(zmq.NOBLOCK)
             except zmq.Again:

@@ -111,7 +111,8 @@ def test_a_deadlocked_pair_is_named_shown_stalled_and_queryable_after_sigkill(tm
 
         pids = [r["pid"] for r in first.values()]
         history = tmp_path / "run" / "history" / job.job_id
-        wait_until(lambda: (history / "actor_status_events").is_dir(), "history written", 30)
+        wait_until(lambda: _stalled_in_history(history) == {"generator", "scorer"},
+                   "both stalls written to the history", 30)
         os.kill(job.proc.pid, signal.SIGKILL)
         job.proc.wait(30)
         wait_gone(*pids)  # the procs of a dead controller follow it
@@ -137,3 +138,14 @@ def test_a_deadlocked_pair_is_named_shown_stalled_and_queryable_after_sigkill(tm
         if job.proc.poll() is None:
             job.proc.kill()
             job.proc.wait(30)
+
+
+def _stalled_in_history(history: Path) -> set[str]:
+    """The meshes with a `stalled` event in the history's Parquet files so far."""
+    import pyarrow.parquet as pq
+
+    meshes = set()
+    for path in sorted((history / "actor_status_events").glob("*.parquet")):
+        table = pq.read_table(path, columns=["mesh", "event"]).to_pylist()
+        meshes |= {row["mesh"] for row in table if row["event"] == "stalled"}
+    return meshes
