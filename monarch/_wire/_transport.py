@@ -144,7 +144,7 @@ class Inbox:
         sock = sock or self._sock
         while True:
             # asking first: a recv that finds nothing raises zmq.Again, which costs ~3x more
-            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 return None
             try:
                 head = sock.recv(zmq.NOBLOCK)
