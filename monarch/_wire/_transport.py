@@ -31,6 +31,11 @@ HWM = 100_000
 """Messages queued per link before a blocking sender waits (back-pressure)."""
 
 
+# plain ints: zmq's constants are enums, and every operation on one builds a new enum member
+# (~1 µs each, several per message)
+_EVENTS, _POLLIN, _RCVMORE, _NOBLOCK = (int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.RCVMORE),
+                                        int(zmq.NOBLOCK))
+
 class PeerGone(Exception):
     """The destination of a send is known to be dead (or did not take the message in time);
     the message was not sent."""
@@ -144,10 +149,10 @@ class Inbox:
         sock = sock or self._sock
         while True:
             # asking first: a recv that finds nothing raises zmq.Again, which costs ~3x more
-            if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            if not sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
                 return None
             try:
-                head = sock.recv(zmq.NOBLOCK)
+                head = sock.recv(_NOBLOCK)
             except zmq.Again:
                 return None
             try:
@@ -165,10 +170,10 @@ class Inbox:
     def _recv_frames(self, sock: zmq.Socket, count: int) -> list[zmq.Frame] | None:
         frames = []
         for _ in range(count):
-            if not sock.getsockopt(zmq.RCVMORE):
+            if not sock.getsockopt(_RCVMORE):
                 return None
             frames.append(sock.recv(copy=False))
-        if sock.getsockopt(zmq.RCVMORE):
+        if sock.getsockopt(_RCVMORE):
             return None
         return frames
 
@@ -372,9 +377,9 @@ class Outbox:
 def _try_send(sock: zmq.Socket, parts: list[Any]) -> bool:
     try:
         if len(parts) == 1:
-            sock.send(parts[0], zmq.NOBLOCK, copy=False)
+            sock.send(parts[0], _NOBLOCK, copy=False)
         else:
-            sock.send_multipart(parts, zmq.NOBLOCK, copy=False)
+            sock.send_multipart(parts, _NOBLOCK, copy=False)
     except zmq.Again:
         return False
     return True
