@@ -36,6 +36,7 @@ HWM = 100_000
 _EVENTS, _POLLIN, _RCVMORE, _NOBLOCK = (int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.RCVMORE),
                                         int(zmq.NOBLOCK))
 
+
 class PeerGone(Exception):
     """The destination of a send is known to be dead (or did not take the message in time);
     the message was not sent."""
