@@ -466,16 +466,15 @@ class SyncSlot(ActorSlot):
         while True:
             if local:
                 item = local.popleft()
+            elif not q.empty():  # this thread is q's only reader: asking beats an Empty raised
+                item = q.get_nowait()
             else:
-                try:
-                    item = q.get_nowait()
-                except queue.Empty:
-                    if not wanting and self.runtime.can_lead():
-                        if lead.want(q):
-                            self._lead(q)
-                            continue
-                        wanting = True
-                    item = q.get()
+                if not wanting and self.runtime.can_lead():
+                    if lead.want(q):
+                        self._lead(q)
+                        continue
+                    wanting = True
+                item = q.get()
             if item is not BATON:
                 if wanting:
                     lead.cancel(q, local)

@@ -8,6 +8,7 @@ settles port sinks with replies, and runs system handlers. Any thread may send.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import os
@@ -29,6 +30,8 @@ from ._ports import Sink
 from ._shape import View
 from ._wire._messages import CALL_FIELDS, Batch, Call, Notice, Reply, Seqs
 from ._wire._transport import Inbox, Outbox, PeerGone
+
+_NO_ARG = object()
 
 SYSTEM_PREFIX = "@"
 """Mesh ids starting with this address a proc mesh's system agents (one per proc)."""
@@ -80,7 +83,7 @@ class ProcessRuntime:
         self._closing = False
         self.leadership = Leadership(self.wake)
         self._poller: zmq.Poller | None = None
-        self._polled_fds: set[int] = set()
+        self._handlers: dict[Any, tuple[Callable[..., None], Any]] | None = None
         self.idle_polls = 0
         """Polls that found every inbox empty (loop thread): a dead sender's last messages are
         read once one happened after its death was known."""
@@ -91,8 +94,6 @@ class ProcessRuntime:
         """Counts calls lost with a dead process (set by the telemetry seam)."""
         self.final_telemetry: Callable[[], None] | None = None
         """Ships every record left and says it was the last (not on the loop thread)."""
-        self.extra_fds: dict[int, Callable[[], None]] = {}
-        """File descriptors the loop also polls (e.g. a lifeline), with their handlers."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, name: str = "monarch-io") -> None:
@@ -285,56 +286,57 @@ class ProcessRuntime:
         return lead.release(me)
 
     def _poll_once(self, is_io: bool) -> None:
-        poller = self._poller or self._make_poller()
-        for fd in set(self.extra_fds) - self._polled_fds:
-            poller.register(fd, zmq.POLLIN)
-            self._polled_fds.add(fd)
-        sock, zap, monitor = self.inbox.poll_sockets()
-        timeout = self._poll_timeout_ms() if is_io else min(self._poll_timeout_ms(), 20)
-        events = poller.poll(timeout)
-        if not any(fd is sock or any(fd is extra for extra, _ in self.inbox.extra)
-                   for fd, _ in events):
-            self.idle_polls += 1  # every inbox was empty: what was sent before has been read
-        for fd, _ in events:
-            if fd is sock:
-                self._drain_inbox()
-            elif fd is zap:
-                self.inbox.service_zap()
-            elif fd is monitor:
-                self.inbox.service_monitor()
-            elif fd == self._wake_r:
-                self._run_calls()
-            elif fd in self.extra_fds:
-                self._guarded(self.extra_fds[fd])
+        """One poll of every input, then what is due. Hot path: one call per message waited
+        for, on each side of every call; keep it flat."""
+        handlers = self._handlers or self._make_poller()
+        if self._timers or self.outbox.backlogged:
+            timeout = self._poll_timeout_ms()
+            if not is_io and timeout > 20:
+                timeout = 20
+        else:
+            timeout = 1000 if is_io else 20
+        idle = True
+        for target, _ in self._poller.poll(timeout):  # type: ignore[union-attr]
+            handler, arg = handlers[target]
+            if arg is _NO_ARG:
+                handler()
             else:
-                for extra, extra_monitor in self.inbox.extra:
-                    if fd is extra:
-                        self._drain_inbox(extra)
-                    elif fd is extra_monitor:
-                        self.inbox.service_monitor(extra_monitor)
-        self._run_timers()
+                idle = False
+                handler(arg)
+        if idle:
+            self.idle_polls += 1  # every inbox was empty: what was sent before has been read
+        timers = self._timers
+        if timers and timers[0][0] <= time.monotonic():
+            self._run_timers()
         if self.forwarder.pending:
             self.forwarder.flush()
         if self.outbox.backlogged:
             self.outbox.flush()
 
-    def _make_poller(self) -> zmq.Poller:
+    def _make_poller(self) -> dict[Any, tuple[Callable[..., None], Any]]:
+        """Polls the inboxes (main and extra listening sockets), their monitors, ZAP and the
+        wake pipe; returns what to run for each: (handler, argument), where an inbox's
+        handler is the only one with an argument (its socket)."""
         poller = zmq.Poller()
-        for s in self.inbox.poll_sockets():
-            poller.register(s, zmq.POLLIN)
-        for sock, monitor in self.inbox.extra:
-            poller.register(sock, zmq.POLLIN)
-            poller.register(monitor, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        self._polled_fds = set()
+        sock, zap, monitor = self.inbox.poll_sockets()
+        handlers: dict[Any, tuple[Callable[..., None], Any]] = {
+            sock: (self._drain_inbox, sock), zap: (self.inbox.service_zap, _NO_ARG),
+            monitor: (self.inbox.service_monitor, _NO_ARG), self._wake_r: (self._run_calls, _NO_ARG)}
+        for extra, extra_monitor in self.inbox.extra:
+            handlers[extra] = (self._drain_inbox, extra)
+            handlers[extra_monitor] = (functools.partial(self.inbox.service_monitor,
+                                                         extra_monitor), _NO_ARG)
+        for target in handlers:
+            poller.register(target, zmq.POLLIN)
         self._poller = poller
-        return poller
+        self._handlers = handlers
+        return handlers
 
     def listen_tcp(self, host: str, port: int = 0) -> str:
         """Also listens on tcp (other hosts reach this process there); from now on this
         process gives out the tcp address in its ports. Returns it. Loop thread only."""
         address = self.inbox.listen_also(f"tcp://{host}:{port}")
-        self._poller = None  # rebuilt with the new socket at the next poll
+        self._handlers = None  # rebuilt with the new socket at the next poll
         self.address = address
         return address
 
@@ -379,7 +381,7 @@ class ProcessRuntime:
                 sys.stderr.write(f"monarch[{self.identity.name}]: internal error in the loop:\n"
                                  f"{traceback.format_exc()}")
 
-    def _drain_inbox(self, sock: Any = None) -> None:
+    def _drain_inbox(self, sock: Any) -> None:
         recv = self.inbox.recv_nowait
         kind_handlers = self.kind_handlers
         for _ in range(10_000):  # bounded, so timers and calls get their turn

@@ -44,8 +44,10 @@ class HybridClock:
 
     def observe(self, remote: int) -> None:
         """Advances the clock past ``remote``, a stamp received in a message."""
-        with self._lock:
-            self._last = max(self._last, remote)
+        if remote > self._last:  # a stamp behind this clock changes nothing: no lock
+            with self._lock:
+                if remote > self._last:
+                    self._last = remote
 
     def reset_lock(self) -> None:
         """Replaces the lock; called in a forked child, where the parent's lock may be held."""

@@ -153,34 +153,44 @@ class Inbox:
             if not sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
                 return None
             try:
-                head = sock.recv(_NOBLOCK)
+                # a Frame: `.more` is read without a getsockopt (each builds an enum member)
+                head = sock.recv(_NOBLOCK, copy=False)
             except zmq.Again:
                 return None
+            more = head.more
             try:
-                msg = decode(head)
+                msg = decode(head.buffer)
             except WireError:
-                self._drop(sock)
+                if more:
+                    self._drop(sock)
+                self.stats.bad_frames += 1
                 continue
-            frames = self._recv_frames(sock, getattr(msg, "nframes", 0))
+            frames = self._recv_frames(sock, getattr(msg, "nframes", 0), more)
             if frames is None:
-                self._drop(sock)
                 continue
             self.stats.received += 1
             return msg, frames
 
-    def _recv_frames(self, sock: zmq.Socket, count: int) -> list[zmq.Frame] | None:
+    def _recv_frames(self, sock: zmq.Socket, count: int, more: bool) -> list[zmq.Frame] | None:
+        """The message's `count` extra frames; None (counted bad, the rest of the message
+        dropped) when it has fewer or more."""
         frames = []
         for _ in range(count):
-            if not sock.getsockopt(_RCVMORE):
+            if not more:
+                self.stats.bad_frames += 1
                 return None
-            frames.append(sock.recv(copy=False))
-        if sock.getsockopt(_RCVMORE):
+            frame = sock.recv(copy=False)
+            frames.append(frame)
+            more = frame.more
+        if more:
+            self._drop(sock)
+            self.stats.bad_frames += 1
             return None
         return frames
 
     def _drop(self, sock: zmq.Socket) -> None:
-        self.stats.bad_frames += 1
-        while sock.getsockopt(zmq.RCVMORE):
+        """Reads and discards the rest of a multipart message."""
+        while sock.getsockopt(_RCVMORE):
             sock.recv()
 
     def service_zap(self) -> None:
