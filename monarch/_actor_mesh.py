@@ -47,6 +47,8 @@ class ActorMesh(OnView, Generic[A]):
         self._owner_label = owner_label
         self._ranks = view.ranks()
         self._addresses = tuple(table[r] for r in self._ranks)
+        # every actor of the mesh (a view's ranks are distinct and within the full view's)
+        self._whole = view is full or len(self._ranks) == len(full.ranks())
 
     # -- endpoints -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -116,7 +118,7 @@ class ActorMesh(OnView, Generic[A]):
     def _cast(self, runtime: Any, sender: str, method: str, frames: list[Any],
               port: tuple | None, trace: tuple | None = None) -> None:
         runtime.cast(sender, self._mesh_id, method, self._procs, self._table, self._view,
-                     self._ranks, frames, port, trace)
+                     self._ranks, frames, port, trace, whole=self._whole)
 
     def _refusal(self, runtime: Any) -> tuple[int, str] | None:
         """(index, report) of the first rank known to have failed, if any."""

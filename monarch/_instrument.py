@@ -145,7 +145,7 @@ def actor_sampler(runtime: Any, recorder: Any, queue_depth: bool = True) -> Call
             new = slot.recorded - shipped.get(actor, 0)
             if new > 0:
                 shipped[actor] = slot.recorded
-                recorder.add_messages(flight_records(slot, source, new))
+                recorder.add_message_group(flight_records(slot, new))
 
     return sample
 
@@ -167,13 +167,11 @@ QUEUED_SHOWN = 16
 """Methods of waiting messages an actor status names (the count covers them all)."""
 
 
-def flight_records(slot: Any, source: str, newest: int) -> list[telemetry.MessageRecord]:
-    """The last `newest` entries of the actor's flight recorder (at most all it keeps)."""
-    recent = list(slot.recent)[-newest:]
-    actor, name, rank = slot.instance.actor_id, slot.header.name, slot.rank.rank
-    return [telemetry.MessageRecord(actor, name, rank, method, str(sender), start, end, outcome,
-                                    nbytes, source)
-            for method, sender, start, end, outcome, nbytes in recent]
+def flight_records(slot: Any, newest: int) -> list[Any]:
+    """The last `newest` entries of the actor's flight recorder (at most all it keeps), as
+    one group (`telemetry.message_group`): the entries as they are, no work per entry."""
+    return telemetry.message_group(slot.instance.actor_id, slot.header.name, slot.rank.rank,
+                                   list(slot.recent)[-newest:])
 
 
 def call_span(mesh_name: str, method: str, mode: str) -> Any:

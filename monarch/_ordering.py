@@ -9,36 +9,60 @@ cast went through a tree of forwarding procs and the direct call did not.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Sequence
+
+from ._wire._messages import Seqs
 
 
 class Numbering:
-    """Sender side: the next sequence number of each (sender, mesh, rank) stream."""
+    """Sender side: the next sequence number of each (sender, mesh, rank) stream.
+
+    Kept per (sender, mesh) as a base plus a per-rank offset (rank r's next number is
+    base + offset[r], a missing offset is 0): a cast to every actor of a mesh moves the base,
+    which costs the same however many actors the mesh has; messages to some actors move their
+    offsets.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # (sender, mesh, rank) -> next number to hand out; guarded by _lock.
-        self._next: dict[tuple[str, str, int], int] = {}
+        # (sender, mesh) -> [base, {rank: offset}]; guarded by _lock.
+        self._streams: dict[tuple[str, str], list[Any]] = {}
 
-    def take(self, sender: str, mesh: str, ranks: Iterable[int]) -> list[int]:
-        """Allocates one number per rank, in order; call only once the message will be sent."""
+    def take(self, sender: str, mesh: str, ranks: Sequence[int],
+             whole: bool = False) -> tuple[tuple[int, int], ...]:
+        """Allocates one number per rank, in order, as `Seqs` runs; call only once the message
+        will be sent. `whole`: `ranks` are every actor of the mesh (a cast to all of them)."""
         with self._lock:
-            nxt = self._next
-            out = []
-            for rank in ranks:
-                key = (sender, mesh, rank)
-                seq = nxt.get(key, 0)
-                nxt[key] = seq + 1
-                out.append(seq)
-            return out
+            stream = self._streams.get((sender, mesh))
+            if stream is None:
+                stream = self._streams[(sender, mesh)] = [0, {}]
+            base, offsets = stream
+            if whole:
+                stream[0] = base + 1
+                if not offsets:
+                    return ((base, len(ranks)),)  # one number for all: no work per actor
+                values = [base + offsets.get(rank, 0) for rank in ranks]
+                if min(values) == max(values):  # the offsets caught up: drop them
+                    offsets.clear()
+                    stream[0] = values[0] + 1
+            else:
+                values = []
+                for rank in ranks:
+                    offset = offsets.get(rank, 0)
+                    values.append(base + offset)
+                    offsets[rank] = offset + 1
+        return Seqs.encode(values)
 
     def take_one(self, sender: str, mesh: str, rank: int) -> int:
         """Allocates the number of a single message to one actor."""
-        key = (sender, mesh, rank)
         with self._lock:
-            seq = self._next.get(key, 0)
-            self._next[key] = seq + 1
-            return seq
+            stream = self._streams.get((sender, mesh))
+            if stream is None:
+                stream = self._streams[(sender, mesh)] = [0, {}]
+            offsets = stream[1]
+            offset = offsets.get(rank, 0)
+            offsets[rank] = offset + 1
+            return stream[0] + offset
 
 
 class Reorder:

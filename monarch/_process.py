@@ -188,13 +188,14 @@ class ProcessRuntime:
 
     def cast(self, sender: str, mesh: str, method: str, procs: str, table: Sequence[str],
              view: View, ranks: Sequence[int], frames: list[Any], port: tuple | None,
-             trace: tuple | None = None, block: bool = True) -> None:
+             trace: tuple | None = None, block: bool = True, whole: bool = False) -> None:
         """Sends one call to every rank of `view` (base ranks `ranks` of proc mesh `procs`,
-        whose addresses are `table`). Raises PeerGone if the first hop is known dead."""
+        whose addresses are `table`; `whole`: every actor of the mesh). Raises PeerGone if
+        the first hop is known dead."""
         if len(ranks) == 1:
             seqs: tuple = ((self.numbering.take_one(sender, mesh, ranks[0]), 1),)
         else:
-            seqs = Seqs.encode(self.numbering.take(sender, mesh, ranks))
+            seqs = self.numbering.take(sender, mesh, ranks, whole)
         msg = Call(sender, mesh, method, procs, view.to_wire(), 0, len(ranks), seqs, port,
                    trace, _clock.now(), len(frames))
         self.outbox.send(table[ranks[0]], msg, frames, block=block)

@@ -25,6 +25,7 @@ from ._context import (
     set_actor_tags,
     set_trace_context,
 )
+from ._actors import message_group
 from ._fold import FoldedLine, compress_ranks, fold
 from ._hlc import HybridClock, hlc_counter, hlc_wall_ns, now, observe
 from ._hooks import (
@@ -126,6 +127,7 @@ __all__ = [
     "install_capture",
     "install_otel",
     "invocation_site",
+    "message_group",
     "now",
     "observe",
     "observe_handler_latency",

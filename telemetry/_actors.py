@@ -2,6 +2,13 @@
 running now, messages waiting), its handled messages (flight-recorder entries) and the
 changes in its life (status events, stalls included).
 
+Flight-recorder entries travel and are kept as *groups*, one per actor and shipment:
+``[actor, mesh_name, rank, source, entries]`` with each entry ``[method, sender, start_ns,
+end_ns, outcome, nbytes]`` (see `message_group`). Taking a group costs the same whatever its
+size, so a mesh of many busy actors does not make the controller pay per message handled;
+entries become `MessageRecord`s (or table rows) only when asked for, and a malformed entry is
+skipped then.
+
 A handler is *stalled* once it has run longer than a threshold (`check_stalls`, called about
 once a second by the controller): a ``stalled`` event the first time, a ``resumed`` event when
 a later status no longer lists it. Not thread-safe: the store calls it under its lock.
@@ -22,18 +29,19 @@ class ActorBook:
 
     def __init__(self, max_messages: int, max_events: int) -> None:
         self.statuses: dict[str, ActorStatus] = {}
-        self.messages: deque[MessageRecord] = deque(maxlen=max_messages)
+        self.messages = MessageLog(max_messages)
         self.events: deque[StatusEvent] = deque(maxlen=max_events)
         self.journals: dict[str, Any] | None = None  # the store's, once it follows
         self._stalled: dict[str, set[tuple[str, int]]] = {}  # actor -> (method, start)
 
-    def ingest(self, statuses: list[ActorStatus], messages: list[MessageRecord]) -> None:
-        """Takes a process's newest statuses and handled messages."""
+    def ingest(self, statuses: list[ActorStatus], groups: list[MessageGroup]) -> None:
+        """Takes a process's newest statuses and handled messages (groups)."""
         for status in statuses:
             self._set_status(status)
-        self.messages.extend(messages)
-        if self.journals is not None and messages:
-            self.journals["message"].extend(messages)
+        if groups:
+            self.messages.extend(groups)
+            if self.journals is not None:
+                self.journals["message"].extend(groups)
 
     def event(self, event: StatusEvent) -> None:
         """Records one status event."""
@@ -91,3 +99,80 @@ def read_entries(cls: Any, entries: Any, source: str) -> tuple[list[Any], int]:
             continue
         good.append(record if record.source else dataclasses.replace(record, source=source))
     return good, bad
+
+
+MessageGroup = tuple[str, str, int, str, "list[Any] | tuple[Any, ...]"]
+"""(actor, mesh_name, rank, source, entries): handled messages of one actor, as shipped."""
+
+
+def message_group(actor: str, mesh_name: str, rank: int, entries: list[Any],
+                  source: str = "") -> list[Any]:
+    """The wire form of one actor's handled messages: each entry is ``(method, sender,
+    start_ns, end_ns, outcome, nbytes)``; ``source`` empty: the shipping process."""
+    return [actor, mesh_name, rank, source, entries]
+
+
+def read_message_groups(groups: Any, source: str) -> tuple[list[MessageGroup], int]:
+    """(groups read, how many were not) of a batch's flight-recorder item; only the groups'
+    heads are checked here (their entries are checked when read, see `message_records`)."""
+    if not isinstance(groups, (list, tuple)):
+        return [], 1
+    good, bad = [], 0
+    for group in groups:
+        if (isinstance(group, (list, tuple)) and len(group) >= 5 and type(group[0]) is str
+                and type(group[1]) is str and type(group[2]) is int
+                and type(group[3]) is str and isinstance(group[4], (list, tuple))):
+            good.append((group[0], group[1], group[2], group[3] or source, group[4]))
+        else:
+            bad += 1
+    return good, bad
+
+
+def message_rows(groups: Any) -> list[tuple[Any, ...]]:
+    """(actor, mesh_name, rank, method, sender, start_ns, end_ns, outcome, nbytes, source) of
+    every well-formed entry of `groups`, in order."""
+    rows = []
+    for actor, name, rank, source, entries in groups:
+        for entry in entries:
+            try:
+                method, sender, start, end, outcome, nbytes = entry[:6]
+                if not (type(method) is str and type(outcome) is str and type(start) is int
+                        and type(end) is int):
+                    continue
+                rows.append((actor, name, rank, method, str(sender), start, end, outcome,
+                             nbytes if type(nbytes) is int else 0, source))
+            except (TypeError, ValueError):  # not a sequence of six
+                continue
+    return rows
+
+
+def message_records(groups: Any) -> list[MessageRecord]:
+    """The `MessageRecord`s of every well-formed entry of `groups`, in order."""
+    return [MessageRecord(*row) for row in message_rows(groups)]
+
+
+class MessageLog:
+    """Handled messages by group, the newest ``max_messages`` entries kept (at least; whole
+    groups are dropped, oldest first)."""
+
+    def __init__(self, max_messages: int) -> None:
+        self._groups: deque[MessageGroup] = deque()
+        self._max = max_messages
+        self._count = 0
+
+    def extend(self, groups: list[MessageGroup]) -> None:
+        """Appends groups, dropping the oldest beyond the bound."""
+        for group in groups:
+            self._groups.append(group)
+            self._count += len(group[4])
+        while len(self._groups) > 1 and self._count - len(self._groups[0][4]) >= self._max:
+            self._count -= len(self._groups.popleft()[4])
+
+    def groups(self, actor: str | None = None) -> list[MessageGroup]:
+        """The groups kept (of one actor, if given), oldest first."""
+        if actor is None:
+            return list(self._groups)
+        return [g for g in self._groups if g[0] == actor]
+
+    def __len__(self) -> int:
+        return self._count

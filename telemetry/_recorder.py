@@ -16,7 +16,7 @@ from typing import Any
 
 from ._batch import BATCH_VERSION, encode_batch
 from ._metrics import MetricsTable
-from ._records import ActorStatus, FailureRecord, MessageRecord, MetricPoint, TransferRecord
+from ._records import ActorStatus, FailureRecord, MetricPoint, TransferRecord
 from ._sites import count_dropped_invocation, drain_site_spans
 
 KINDS = ("span", "log", "transfer", "failure")
@@ -53,7 +53,8 @@ class Recorder:
         self._dropped = dict.fromkeys(KINDS, 0)  # guarded by _drop_lock
         self._drain_lock = threading.Lock()  # one drainer at a time (the shipper, a flush)
         self._statuses: dict[str, list[Any]] = {}  # actor -> newest status wire; _drain_lock
-        self._messages: deque[list[Any]] = deque()  # flight recorder entries to ship
+        self._messages: deque[list[Any]] = deque()  # flight-recorder groups to ship
+        self._message_count = 0  # entries in them
         self._max_messages = max_logs
         self._collectors: list[Callable[[], list[MetricPoint]]] = []
         self.metrics = MetricsTable()
@@ -110,13 +111,21 @@ class Recorder:
         with self._drain_lock:
             self._statuses[status.actor] = status.to_wire()
 
-    def add_messages(self, messages: list[MessageRecord]) -> None:
-        """Buffers handled messages (flight recorder entries); what does not fit is dropped."""
-        room = self._max_messages - len(self._messages)
-        self._messages.extend(m.to_wire() for m in messages[:max(room, 0)])
-        if len(messages) > room:
-            for _ in range(len(messages) - max(room, 0)):
-                self.count_dropped("message")
+    def add_message_group(self, group: list[Any]) -> None:
+        """Buffers one actor's handled messages (flight-recorder entries, a `message_group`);
+        the entries that do not fit are dropped (counted)."""
+        entries = group[4]
+        with self._drain_lock:
+            room = self._max_messages - self._message_count
+            if len(entries) <= room:
+                self._messages.append(group)
+                self._message_count += len(entries)
+                return
+            if room > 0:
+                self._messages.append([*group[:4], entries[-room:]])
+                self._message_count += room
+        for _ in range(len(entries) - max(room, 0)):
+            self.count_dropped("message")
 
     def add_collector(self, collect: Callable[[], list[MetricPoint]]) -> None:
         """Registers a function whose metric points are added to every drained batch."""
@@ -135,7 +144,7 @@ class Recorder:
     def pending(self) -> int:
         """Returns how many records wait to be drained."""
         return (sum(len(q) for q in self._queues.values()) + len(self._site_spans)
-                + len(self._statuses) + len(self._messages))
+                + len(self._statuses) + self._message_count)
 
     def drain(self, max_items: int = 4096) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
@@ -155,6 +164,7 @@ class Recorder:
             metrics = [p.to_wire() for p in self._collect_metrics(source)]
             statuses, self._statuses = list(self._statuses.values()), {}
             messages = _take(self._messages, max_items)
+            self._message_count -= sum(len(g[4]) for g in messages)
         if not (spans or site_spans or logs or transfers or failures or metrics or statuses
                 or messages):
             return None
@@ -175,6 +185,7 @@ class Recorder:
         self._site_spans.clear()
         self._statuses.clear()
         self._messages.clear()
+        self._message_count = 0
         self._dropped = dict.fromkeys(KINDS, 0)
         self.metrics.reset()
         self.resource = {**self.resource, "pid": os.getpid()}

@@ -23,7 +23,7 @@ from typing import Any
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._columns import SiteSpanColumns, read_site_spans
-from ._actors import ActorBook, read_entries
+from ._actors import ActorBook, message_records, read_entries, read_message_groups
 from ._journal import Journal
 from ._records import (
     ActorStatus,
@@ -126,7 +126,7 @@ class Store:
 
     def _ingest_actors(self, source: str, statuses: Any, messages: Any) -> None:
         read, bad = read_entries(ActorStatus, statuses, source)
-        handled, bad_messages = read_entries(MessageRecord, messages, source)
+        handled, bad_messages = read_message_groups(messages, source)
         with self._lock:
             self._invalid += bad + bad_messages
             self.actors.ingest(read, handled)
@@ -240,10 +240,16 @@ class Store:
         """Returns handled messages (flight-recorder entries), oldest first: the newest
         ``limit`` (of one actor, if given)."""
         with self._lock:
-            found = list(self.actors.messages)
-        if actor is not None:
-            found = [m for m in found if m.actor == actor]
-        return found[-limit:] if limit else []
+            groups = self.actors.messages.groups(actor)
+        if not limit:
+            return []
+        kept, taken = [], 0  # the newest groups that hold `limit` entries, then exactly those
+        for group in reversed(groups):
+            kept.append(group)
+            taken += len(group[4])
+            if taken >= limit:
+                break
+        return message_records(reversed(kept))[-limit:]
 
     def status_events(self) -> list[StatusEvent]:
         """Returns the actors' status events, oldest first."""

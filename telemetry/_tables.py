@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._actors import message_rows
 from ._columns import SiteSpanColumns
 from ._records import (
     FailureRecord,
@@ -211,6 +212,15 @@ def messages(records: Iterable[MessageRecord]) -> pa.Table:
     return from_rows("messages", [
         (m.actor, m.mesh_name, m.rank, m.method, m.sender, m.start_ns, m.end_ns,
          (m.end_ns - m.start_ns) / 1e6, m.outcome, m.nbytes, m.source) for m in records])
+
+
+def message_groups(groups: Iterable[Any]) -> pa.Table:
+    """The ``messages`` table of flight-recorder groups as the store keeps them."""
+    return from_rows("messages", [
+        (actor, name, rank, method, sender, start, end, (end - start) / 1e6, outcome, nbytes,
+         source)
+        for actor, name, rank, method, sender, start, end, outcome, nbytes, source
+        in message_rows(groups)])
 
 
 def status_events(records: Iterable[StatusEvent]) -> pa.Table:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from monarch.telemetry import BATCH_VERSION, ActorStatus, MessageRecord, RunningHandler, Store
+from monarch.telemetry import (BATCH_VERSION, ActorStatus, MessageRecord, RunningHandler, Store,
+                               message_group)
 from monarch.telemetry._sql import QueryError, named_tables, query
 from monarch.telemetry._tables import store_tables
 
@@ -12,8 +13,14 @@ S = 1_000_000_000
 
 
 def batch(statuses=(), messages=()) -> list:
+    """A batch as a proc ships it: its flight records as one group per actor."""
+    groups: dict = {}
+    for m in messages:
+        groups.setdefault((m.actor, m.mesh_name, m.rank), []).append(
+            (m.method, m.sender, m.start_ns, m.end_ns, m.outcome, m.nbytes))
     return [BATCH_VERSION, {"proc": "p-0", "pid": 7}, [], [], [], [], [], [], [],
-            [s.to_wire() for s in statuses], [m.to_wire() for m in messages]]
+            [s.to_wire() for s in statuses],
+            [message_group(*key, entries) for key, entries in groups.items()]]
 
 
 def status(running=(), queued=(), state="running") -> ActorStatus:
@@ -49,3 +56,39 @@ def test_sql_over_the_store_and_the_engines_message_for_a_bad_statement() -> Non
         query("SELECT nope FROM messages", sources)
     with pytest.raises(QueryError, match="ParserError"):
         query("selec 1", sources)
+
+
+def test_flight_records_travel_as_groups_and_a_bad_entry_is_skipped_when_read() -> None:
+    store = Store()
+    good = ("step", "root", 1 * S, 2 * S, "ok", 5)
+    store.ingest([BATCH_VERSION, {"proc": "p-0", "pid": 7}, [], [], [], [], [], [], [], [], [
+        message_group("gen-1[0]", "gen", 0, [good, ("step", "root", "not a time"), "junk",
+                                             ("meet", "root", 3 * S, 4 * S, "error", None)]),
+        ["no", "group"],  # a malformed group is counted and skipped
+        message_group("gen-1[1]", "gen", 1, [good], source="elsewhere")]])
+    assert store.statistics().invalid == 1
+    assert [(m.actor, m.method, m.outcome, m.nbytes, m.source) for m in store.messages()] == [
+        ("gen-1[0]", "step", "ok", 5, "p-0"), ("gen-1[0]", "meet", "error", 0, "p-0"),
+        ("gen-1[1]", "step", "ok", 5, "elsewhere")]
+    assert [m.method for m in store.messages(actor="gen-1[0]", limit=1)] == ["meet"]
+    assert store.messages(limit=0) == []
+
+
+def test_the_store_keeps_the_newest_messages_and_the_recorder_drops_what_does_not_fit() -> None:
+    from monarch.telemetry import Recorder
+
+    store = Store(max_messages=100)
+    for i in range(3):  # 150 entries: the oldest group goes, 100 stay
+        entries = [(f"m{i}", "root", j, j + 1, "ok", 0) for j in range(50)]
+        store.ingest(batch=[BATCH_VERSION, {"proc": "p-0"}, [], [], [], [], [], [], [], [],
+                            [message_group("a[0]", "a", 0, entries)]])
+    kept = store.messages()
+    assert len(kept) == 100 and {m.method for m in kept} == {"m1", "m2"}
+
+    recorder = Recorder(max_logs=60)  # its flight-record buffer is as big as its log buffer
+    recorder.add_message_group(message_group("a[0]", "a", 0, [("x", "root", 0, 1, "ok", 0)] * 50))
+    recorder.add_message_group(message_group("a[0]", "a", 0, [("y", "root", 0, 1, "ok", 0)] * 50))
+    assert recorder.dropped()["message"] == 40
+    wire = recorder.drain()
+    assert [len(group[4]) for group in wire[10]] == [50, 10]
+    assert wire[10][1][4][0][0] == "y"  # the newest of what did not fit are kept

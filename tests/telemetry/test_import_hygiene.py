@@ -77,7 +77,7 @@ def test_public_api_is_pinned() -> None:
         "current_trace_context", "decode_batch", "encode_batch", "end_invocation", "fold",
         "get_meter",
         "get_tracer", "hlc_counter", "hlc_wall_ns", "install_capture", "install_otel",
-        "invocation_site", "now",
+        "invocation_site", "message_group", "now",
         "observe", "observe_handler_latency", "process_recorder", "record_failure",
         "record_transfer", "reset_actor_tags", "reset_trace_context", "serve_metrics",
         "set_actor_tags", "set_process_recorder", "set_queue_depth", "set_trace_context", "span",

@@ -9,10 +9,44 @@ from monarch._ordering import Numbering, Reorder
 
 def test_numbering_is_per_sender_mesh_and_rank():
     numbering = Numbering()
-    assert numbering.take("s", "m", [0, 1, 2]) == [0, 0, 0]
+    assert numbering.take("s", "m", [0, 1, 2]) == ((0, 3),)  # runs: (number, how many ranks)
     assert numbering.take_one("s", "m", 1) == 1
-    assert numbering.take("s", "m", [0, 1]) == [1, 2]
+    assert numbering.take("s", "m", [0, 1]) == ((1, 1), (2, 1))
     assert numbering.take_one("t", "m", 1) == 0
+
+
+def test_whole_mesh_casts_number_every_rank_like_one_by_one():
+    """A cast to every actor moves one base, not one counter per actor; whatever mix of
+    whole casts, slices and single calls, each rank's numbers are 0, 1, 2... with no gap."""
+    rng = random.Random(7)
+    ranks = list(range(8))
+    numbering, expected = Numbering(), dict.fromkeys(ranks, 0)
+    for _ in range(500):
+        kind = rng.choice(["whole", "whole", "slice", "one"])
+        if kind == "whole":
+            got = _expand(numbering.take("s", "m", ranks, whole=True))
+            targets = ranks
+        elif kind == "slice":
+            targets = sorted(rng.sample(ranks, rng.randint(2, 7)))
+            got = _expand(numbering.take("s", "m", targets))
+        else:
+            targets = [rng.choice(ranks)]
+            got = [numbering.take_one("s", "m", targets[0])]
+        assert got == [expected[r] for r in targets]
+        for r in targets:
+            expected[r] += 1
+    top = max(expected.values())
+    for r in ranks:  # single calls bring every rank to the same next number...
+        while expected[r] < top:
+            assert numbering.take_one("s", "m", r) == expected[r]
+            expected[r] += 1
+    assert numbering.take("s", "m", ranks, whole=True) == ((top, 8),)
+    assert numbering._streams[("s", "m")][1] == {}  # ...so the next whole cast drops offsets
+    assert numbering.take("s", "m", ranks, whole=True) == ((top + 1, 8),)
+
+
+def _expand(runs: tuple) -> list[int]:
+    return [value for value, count in runs for _ in range(count)]
 
 
 def test_reorder_releases_in_sequence_whatever_the_arrival_order():
