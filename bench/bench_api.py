@@ -25,6 +25,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -185,6 +186,96 @@ def bench_call_one(rig: Rig) -> dict[str, float]:
         "call_one_p50_us": statistics.median(times) * 1e6,
         "call_one_p99_us": percentile(times, 99) * 1e6,
     }
+
+
+# The machine's floor for one round trip between two processes, measured in the same run as
+# call_one: a kernel socket (two process wake-ups), and zmq + msgpack as our transport uses
+# them (zmq's I/O threads add four thread wake-ups per round trip). Child echo servers are
+# plain Python started with subprocess; the zmq row needs pyzmq and msgpack (ours has them).
+
+_ECHO_SOCKET = """
+import socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    data = sock.recv(256)
+    if not data:
+        break
+    sock.sendall(data)
+"""
+
+_ECHO_ZMQ = """
+import sys, msgpack, zmq
+ctx = zmq.Context()
+inbox, outbox = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+inbox.bind(sys.argv[1])
+outbox.connect(sys.argv[2])
+while True:
+    msg = msgpack.unpackb(inbox.recv())
+    if msg is None:
+        break
+    outbox.send(msgpack.packb([0, msg[1], 0]))
+"""
+
+
+def _floor_socket(rig: Rig) -> float:
+    import socket
+
+    mine, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, "-c", _ECHO_SOCKET, str(theirs.fileno())],
+                             pass_fds=(theirs.fileno(),))
+    theirs.close()
+    try:
+        def call() -> None:
+            mine.sendall(b"x" * 48)
+            mine.recv(256)
+
+        timed_loop(call, rig.n(200, 20), rig.budget_s)
+        return statistics.median(timed_loop(call, rig.n(2000, 200), rig.budget_s))
+    finally:
+        mine.close()
+        child.wait(timeout=CALL_TIMEOUT_S)
+
+
+def _floor_zmq(rig: Rig) -> float | None:
+    try:
+        import msgpack
+        import zmq
+    except ImportError:
+        return None
+    folder = tempfile.mkdtemp(prefix="floor-")
+    there, back = f"ipc://{folder}/there", f"ipc://{folder}/back"
+    ctx = zmq.Context()
+    outbox, inbox = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    inbox.bind(back)
+    child = subprocess.Popen([sys.executable, "-c", _ECHO_ZMQ, there, back])
+    outbox.connect(there)
+    poller = zmq.Poller()
+    poller.register(inbox, zmq.POLLIN)
+    try:
+        def call() -> None:
+            outbox.send(msgpack.packb([1, 7, "noop", None]))
+            if not poller.poll(CALL_TIMEOUT_S * 1000):
+                raise TimeoutError("the zmq echo child did not answer")
+            msgpack.unpackb(inbox.recv())
+
+        timed_loop(call, rig.n(200, 20), rig.budget_s)
+        return statistics.median(timed_loop(call, rig.n(2000, 200), rig.budget_s))
+    finally:
+        outbox.send(msgpack.packb(None))
+        child.wait(timeout=CALL_TIMEOUT_S)
+        ctx.destroy(linger=0)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@bench("floor")
+def bench_floor(rig: Rig) -> dict[str, float]:
+    """Round trip between two plain Python processes, p50 in µs: a socketpair, and zmq PUSH/PULL
+    over ipc with msgpack (where pyzmq and msgpack import). The machine's scale for call_one."""
+    rows = {"rpc_floor_socketpair_p50_us": _floor_socket(rig) * 1e6}
+    zmq_s = _floor_zmq(rig)
+    if zmq_s is not None:
+        rows["rpc_floor_zmq_p50_us"] = zmq_s * 1e6
+    return rows
 
 
 @bench("call4")

@@ -120,6 +120,7 @@ NOT_COMPARABLE: dict[str, str] = {
     "rdma_write_": "ours: cross-memory attach (one copy); Monarch on CPU: its TCP backend",
     "memcpy_": "the same in-process copy on both sides: the machine's scale, not a comparison",
     "gloo_": "torch.distributed gloo called directly on both sides: the machine's scale",
+    "rpc_floor_": "two plain Python processes, the same code on both sides: the machine's scale",
 }
 
 

@@ -24,6 +24,8 @@ ROWS = [
     "spawn_4procs_first_answer_s",
     "call_one_p50_us",
     "call_one_p99_us",
+    "rpc_floor_socketpair_p50_us",
+    "rpc_floor_zmq_p50_us",
     "call_4actors_p50_us",
     "pipelined_call_one_per_s",
     "broadcast_4actors_casts_per_s",
