@@ -46,7 +46,19 @@ def slurm():
         started = True
     yield
     if started:
+        # the jobs' steps report their end to slurmctld: stopping it first strands them
+        # (their slurmd and slurmstepd then outlive the run)
+        try:
+            wait_until(lambda: not _queued(), "the Slurm jobs to end", 60)
+        except AssertionError:
+            pass  # stop anyway: the daemons are killed below
         subprocess.run([*sudo, "bash", str(ROOT / ".ci" / "slurm-setup.sh"), "stop"], timeout=60)
+
+
+def _queued() -> str:
+    """The jobs Slurm still has (empty once every job ended)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def worker_pids(port: int) -> dict[str, int]:
