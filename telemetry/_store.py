@@ -23,7 +23,7 @@ from typing import Any
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._columns import SiteSpanColumns, read_site_spans
-from ._actors import ActorBook, message_records, read_entries, read_message_groups
+from ._actors import ActorBook, MessageGroup, message_records, read_entries, read_message_groups
 from ._journal import Journal
 from ._records import (
     ActorStatus,
@@ -239,17 +239,23 @@ class Store:
     def messages(self, actor: str | None = None, limit: int = 100_000) -> list[MessageRecord]:
         """Returns handled messages (flight-recorder entries), oldest first: the newest
         ``limit`` (of one actor, if given)."""
+        return message_records(self.message_groups(actor, limit))
+
+    def message_groups(self, actor: str | None = None, limit: int = 100_000) -> list[MessageGroup]:
+        """`messages` as the groups kept (`telemetry._actors`), the oldest cut to ``limit``."""
         with self._lock:
             groups = self.actors.messages.groups(actor)
-        if not limit:
-            return []
-        kept, taken = [], 0  # the newest groups that hold `limit` entries, then exactly those
+        kept: list[MessageGroup] = []
+        taken = 0
         for group in reversed(groups):
-            kept.append(group)
-            taken += len(group[4])
             if taken >= limit:
                 break
-        return message_records(reversed(kept))[-limit:]
+            kept.append(group)
+            taken += len(group[4])
+        if taken > limit:
+            kept[-1] = (*kept[-1][:4], kept[-1][4][taken - limit:])  # type: ignore[assignment]
+        kept.reverse()
+        return kept
 
     def status_events(self) -> list[StatusEvent]:
         """Returns the actors' status events, oldest first."""

@@ -22,7 +22,6 @@ from ._columns import SiteSpanColumns
 from ._records import (
     FailureRecord,
     LogRecord,
-    MessageRecord,
     MetricPoint,
     SpanRecord,
     StatusEvent,
@@ -207,15 +206,8 @@ def failures(records: Iterable[FailureRecord]) -> pa.Table:
          f.reason, f.traceback, f.source) for f in records])
 
 
-def messages(records: Iterable[MessageRecord]) -> pa.Table:
-    """The ``messages`` table (flight-recorder entries)."""
-    return from_rows("messages", [
-        (m.actor, m.mesh_name, m.rank, m.method, m.sender, m.start_ns, m.end_ns,
-         (m.end_ns - m.start_ns) / 1e6, m.outcome, m.nbytes, m.source) for m in records])
-
-
-def message_groups(groups: Iterable[Any]) -> pa.Table:
-    """The ``messages`` table of flight-recorder groups as the store keeps them."""
+def messages(groups: Iterable[Any]) -> pa.Table:
+    """The ``messages`` table (flight-recorder entries) of groups as the store keeps them."""
     return from_rows("messages", [
         (actor, name, rank, method, sender, start, end, (end - start) / 1e6, outcome, nbytes,
          source)
@@ -246,7 +238,7 @@ def store_tables(store: Store, wanted: Iterable[str] = TABLES,
         "metrics": lambda: metrics(store.metrics(by_process=True)),
         "transfers": lambda: transfers(store.transfer_records(limit=10**9)),
         "failures": lambda: failures(store.failures()),
-        "messages": lambda: messages(store.messages()),
+        "messages": lambda: messages(store.message_groups()),
         "actor_status_events": lambda: status_events(store.status_events()),
         "actors": lambda: actors(actor_rows),
     }

@@ -37,7 +37,7 @@ controller's time (its Python holds the GIL that calls and their answers need)."
 COMPACT_FILES = 32
 """A table folder with more files than twice this has its oldest this many merged into one."""
 APPENDED = (("span", "spans", tables.spans), ("log", "logs", tables.logs),
-            ("message", "messages", tables.message_groups),
+            ("message", "messages", tables.messages),
             ("transfer", "transfers", tables.transfers),
             ("failure", "failures", tables.failures),
             ("status_event", "actor_status_events", tables.status_events))

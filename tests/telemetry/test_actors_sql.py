@@ -84,6 +84,9 @@ def test_the_store_keeps_the_newest_messages_and_the_recorder_drops_what_does_no
                             [message_group("a[0]", "a", 0, entries)]])
     kept = store.messages()
     assert len(kept) == 100 and {m.method for m in kept} == {"m1", "m2"}
+    newest = store.messages(limit=60)  # the newest 60: 10 of the second group, all the third
+    assert [m.method for m in newest] == ["m1"] * 10 + ["m2"] * 50
+    assert [m.start_ns for m in newest[:10]] == list(range(40, 50))
 
     recorder = Recorder(max_logs=60)  # its flight-record buffer is as big as its log buffer
     recorder.add_message_group(message_group("a[0]", "a", 0, [("x", "root", 0, 1, "ok", 0)] * 50))
