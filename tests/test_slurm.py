@@ -87,7 +87,7 @@ def test_slurm_job_spans_nodes_and_losing_one_is_a_supervision_event(slurm, tmp_
     job = SlurmJob(meshes={"trainers": 2}, log_dir=str(tmp_path / "logs"), monarch_port=port,
                    job_start_timeout=120)
     try:
-        hosts = job.state().trainers
+        hosts = job.state(cached_path=None).trainers  # nothing written in the cwd
         assert hosts.sizes == {"hosts": 2}
         procs = hosts.spawn_procs(per_host={"gpus": 2})
         mesh = procs.spawn("slurmed", Where)
