@@ -242,3 +242,7 @@ def _prefixing() -> bool:
 
     return bool(getattr(config, "prefix_python_logs_with_actor", True))
 
+
+def actor_label(owner_label: str, class_name: str, name: str, point: Any) -> str:
+    """How an actor is named in reports: `<root>.<__main__.A a{'gpus': 0/2}>`."""
+    return f"{owner_label}.<{class_name} {name}{point!r}>"

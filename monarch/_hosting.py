@@ -23,7 +23,7 @@ from typing import Any
 
 from ._channel import Port
 from . import _instrument
-from ._context import Context, Creator, Instance, enter, leave
+from ._context import Context, Creator, Instance, actor_label, enter, leave
 from ._endpoint import endpoint_table
 from ._leader import BATON
 from ._process import ProcessRuntime
@@ -418,8 +418,8 @@ class ActorSlot:
                       None)
 
     def label(self) -> str:
-        return (f"{self.header.owner_label}.<{self.header.class_name} "
-                f"{self.header.name}{self.rank!r}>")
+        return actor_label(self.header.owner_label, self.header.class_name, self.header.name,
+                           self.rank)
 
     def enqueue_ping(self, arg: Any) -> None:
         """Queues a ping behind the messages already queued."""

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from . import _context, _process, _services, config
+from ._context import actor_label
 from ._actor import Actor
 from ._actor_mesh import ActorMesh
 from ._endpoint import check_sync_async, endpoint_table
@@ -71,6 +72,17 @@ class ProcMesh(OnView):
                                    f"spawn({name!r}): {type(exc).__name__}: {exc}") from exc
         runtime.cast(owner._sender, "@" + self._procs, "spawn", self._procs, self._table,
                      self._view, self._ranks, [header, data, *buffers], None)
+        # The controller hears what was spawned where from the spawner too, not only from each
+        # proc: a proc killed before its own `actor_started` left would leave its actor unknown
+        # (its death blamed on the proc mesh, not on the actor's owner).
+        view = self._view
+        runtime.notify(_services.controller_address(), "actors_spawned", {
+            "mesh": mesh_id, "name": name, "class_name": class_name, "owner": runtime.address,
+            "owner_id": owner.actor_id, "procs": self._procs,
+            "labels": list(view.labels), "sizes": list(view.sizes),
+            "actors": [[i, f"{self._procs}-{rank}",
+                        actor_label(owner.label, class_name, name, view.point(i))]
+                       for i, rank in enumerate(self._ranks)]})
         endpoints, methods = endpoint_table(Class)
         mesh: ActorMesh[T] = ActorMesh(
             mesh_id=mesh_id, name=name, class_name=class_name,

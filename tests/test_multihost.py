@@ -131,6 +131,36 @@ def test_a_spawn_the_hosts_do_not_answer_fails_at_its_deadline(workers, fault_lo
     wait_gone(*started)  # stopped once they announced themselves: nothing left running
 
 
+def test_a_worker_stopped_longer_than_the_silence_window_keeps_its_procs(workers, fault_log,
+                                                                       monkeypatch, tmp_path):
+    """A worker that was itself not running (SIGSTOP, a starved or suspended host) cannot tell
+    whether its controller spoke meanwhile: the heartbeats wait unread in its inbox. Once it
+    runs again it reads them; it does not release the controller and kill its procs."""
+    import time
+
+    from monarch._controller import _remote
+    from monarch._host import worker
+
+    monkeypatch.setattr(_remote, "SILENCE_S", 120.0)  # the controller keeps the host meanwhile
+    addresses, children = workers
+    hosts = attach_to_workers(workers=addresses)
+    mesh = hosts.spawn_procs(per_host={"gpus": 1}).spawn("kept", Where)
+    pids = [v["pid"] for v in mesh.where.call().get(timeout=60).values()]
+    children[0].send_signal(signal.SIGSTOP)
+    try:
+        stopped_until = time.monotonic() + worker.SILENCE_S + 1.5
+        wait_until(lambda: time.monotonic() > stopped_until, "the silence window to pass",
+                   timeout=60)
+    finally:
+        children[0].send_signal(signal.SIGCONT)
+    for _ in range(3):  # several of its ticks after it resumed
+        assert sorted(v["pid"] for v in mesh.where.call().get(timeout=30).values()) == \
+            sorted(pids)
+        time.sleep(worker.HEARTBEAT_S)
+    assert "released" not in (tmp_path / "worker-0.err").read_text()
+    assert not [f for f in fault_log.failures if f.name == "kept"]
+
+
 def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
     """The worker refuses (and counts) a controller that does not know its secret; the
     controller gives up with a hint instead of hanging."""

@@ -267,6 +267,37 @@ def test_death_of_a_bare_proc_goes_to_the_actor_that_spawned_it(fault_log, procs
     assert not [f for f in fault_log.failures if f.name.startswith("bare")]
 
 
+def _pid_then_wait(pid_file: str) -> None:
+    """A proc mesh's bootstrap that writes the proc's pid, then waits (30 s at most)."""
+    import time
+
+    with open(pid_file + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(pid_file + ".tmp", pid_file)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_death_of_a_proc_before_its_actor_started_fails_the_actor_mesh(fault_log, tmp_path):
+    """The spawner tells the controller what it spawned where: a proc killed before its actor
+    started (so before the proc could announce it) fails that actor, not just the proc."""
+    pid_file = str(tmp_path / "pid")
+    procs = this_host().spawn_procs(per_host={"gpus": 1}, name="unborn_procs",
+                                    bootstrap=lambda: _pid_then_wait(pid_file))
+    mesh = procs.spawn("unborn", Victim)  # held in the proc until its bootstrap returns
+    wait_until(lambda: os.path.exists(pid_file), "the bootstrap to start")
+    os.kill(int(open(pid_file).read()), signal.SIGKILL)
+    failure = fault_log.wait_for(about("unborn"))
+    assert failure.report().startswith("The actor <root>.<test_supervision.Victim unborn"), \
+        failure.report()
+    assert "Killed(sig=9)" in failure.report()
+    assert not [f for f in fault_log.failures if f.name.startswith("unborn_procs")]
+    with pytest.raises(SupervisionError):
+        mesh.ok.call_one().get(timeout=20)
+    procs.stop().get(timeout=30)
+
+
 def test_death_of_a_proc_after_its_actors_stopped_is_a_proc_failure(fault_log):
     procs = this_host().spawn_procs(per_host={"gpus": 2}, name="afterstop")
     mesh = procs.spawn("stopped_then_killed", Victim)

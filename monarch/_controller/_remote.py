@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from .._future import Future
-from .._host.worker import HEARTBEAT_S, SILENCE_S
+from .._host.worker import HEARTBEAT_S, SILENCE_S, OwnGaps
 from .._wire._messages import ProcExited
 from .._wire._transport import is_private
 
@@ -38,6 +38,7 @@ class Workers:
         self.hosts: dict[str, WorkerRecord] = {}
         self._waiting: list[tuple[set[str], Future[None]]] = []
         self._ticking = False
+        self._gaps = OwnGaps()
         self.runtime.notice_handlers["worker_attached"] = self._attached
         self.runtime.notice_handlers["worker_heartbeat"] = self._heard
         self.runtime.kind_handlers[ProcExited] = lambda msg, frames: self._exited(msg)
@@ -61,7 +62,7 @@ class Workers:
         self._settle()
         self.runtime.call_later(timeout, lambda: self._expire(pending, done, timeout))
         if not self._ticking:
-            self._ticking = True
+            self._ticking, self._gaps = True, OwnGaps()
             self.runtime.call_later(HEARTBEAT_S, self._tick)
         return done
 
@@ -142,10 +143,13 @@ class Workers:
 
     def _tick(self) -> None:
         now = time.monotonic()
+        resumed = self._gaps.resumed(now)
         for record in self.hosts.values():
             if record.lost or not record.hostname:
                 continue
-            if now - record.heard > SILENCE_S:
+            if resumed:
+                record.heard = max(record.heard, now)
+            elif now - record.heard > SILENCE_S:
                 record.lost = True
                 self.job.supervisor.lost_host(
                     record.address, f"the host {record.hostname} ({record.address}) was lost: "

@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable
 
 from .. import _supervision, config
+from .._extent import unravel
 from .._errors import ActorError
 from .._future import Future
 from .._proc_mesh import STOPPED_REASON
@@ -123,6 +124,7 @@ class Supervisor:
         """The last lines a proc wrote (tail_log_lines of them go with its failure)."""
         self._on_failure = on_failure
         runtime.kind_handlers[ProcStarted] = lambda msg, frames: self.proc_started(msg)
+        runtime.notice_handlers["actors_spawned"] = self.actors_spawned
         runtime.notice_handlers["actor_started"] = self.actor_started
         runtime.notice_handlers["actor_failed"] = self.actor_failed
         runtime.notice_handlers["actor_stopped"] = self.actor_stopped
@@ -222,7 +224,8 @@ class Supervisor:
             return
         self.runtime.mark_dead(record.address, reason)
         for other in self.procs.values():
-            if other.state in (STARTING, RUNNING, STOPPING) and other is not record:
+            if (other.state in (STARTING, RUNNING, STOPPING) and other is not record
+                    and other.address):  # a remote proc not started yet learns nothing
                 self.runtime.notify(other.address, "proc_died",
                                     {"address": record.address, "reason": reason})
 
@@ -315,12 +318,30 @@ class Supervisor:
         self._ready_waiters = still
 
     # -- actors ----------------------------------------------------------------------------
-    def actor_started(self, body: dict[str, Any]) -> None:
+    def _mesh(self, body: dict[str, Any]) -> MeshRecord:
         mesh = self.meshes.get(body["mesh"])
         if mesh is None:
             mesh = self.meshes[body["mesh"]] = MeshRecord(
                 body["mesh"], body["name"], body["class_name"], body["owner"],
                 body["owner_id"], body["procs"])
+        return mesh
+
+    def actors_spawned(self, body: dict[str, Any]) -> None:
+        """The spawner's word of a new mesh: which proc runs each rank (they are starting)."""
+        mesh = self._mesh(body)
+        labels = body["labels"]
+        mesh.extent = (labels, body["sizes"])
+        for rank, proc, label in body["actors"]:
+            if rank in mesh.states:
+                continue  # its proc's own notice came first
+            mesh.ranks[rank], mesh.labels[rank], mesh.states[rank] = proc, label, STARTING
+            mesh.coords[rank] = dict(zip(labels, unravel(rank, body["sizes"])))
+            record = self.procs.get(proc)
+            if record is not None:
+                record.meshes.add(body["mesh"])
+
+    def actor_started(self, body: dict[str, Any]) -> None:
+        mesh = self._mesh(body)
         mesh.ranks[body["rank"]] = body["proc"]
         mesh.labels[body["rank"]] = body["label"]
         mesh.states[body["rank"]] = RUNNING

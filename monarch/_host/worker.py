@@ -64,6 +64,21 @@ def worker_secret() -> bytes:
     return text.encode()
 
 
+class OwnGaps:
+    """Silence is judged only over time this process itself ran. After a gap in its own ticks
+    (it was stopped, or starved of CPU) a peer's messages may sit unread in its inbox, so every
+    peer gets a fresh window instead of being declared silent."""
+
+    def __init__(self) -> None:
+        self._ticked = time.monotonic()
+
+    def resumed(self, now: float) -> bool:
+        """True when this tick came more than a heartbeat late (call once per tick)."""
+        late = now - self._ticked > 2 * HEARTBEAT_S
+        self._ticked = now
+        return late
+
+
 @dataclasses.dataclass
 class Controller:
     """One attached controller. Mutated on the worker's loop only."""
@@ -90,6 +105,7 @@ class Worker:
         """pid -> (controller address, proc id) of every live proc this worker forked."""
         self._forking: dict[str, str] = {}  # proc id -> controller, until its pid is known
         self.refused = 0  # peers refused so far (reported on stderr)
+        self._gaps = OwnGaps()
         self.agent = self._make_agent()
         self.agent.start()  # the zygote imports the runtime before it is needed
         runtime.notice_handlers.update({
@@ -188,8 +204,11 @@ class Worker:
     def tick(self) -> None:
         self._report_refusals()
         now = time.monotonic()
+        resumed = self._gaps.resumed(now)
         for link in list(self.controllers.values()):
-            if now - link.heard > SILENCE_S:
+            if resumed:
+                link.heard = max(link.heard, now)
+            elif now - link.heard > SILENCE_S:
                 self.release(link, "the controller fell silent")
             else:
                 self.runtime.notify(link.address, "worker_heartbeat",
@@ -209,6 +228,8 @@ class Worker:
 
     def release(self, link: Controller, why: str) -> None:
         """Forgets a controller and kills every proc forked for it (the zygote stays)."""
+        print(f"monarch worker: released the controller at {link.address} ({len(link.pids)} "
+              f"procs killed): {why}", file=sys.stderr, flush=True)
         self.controllers.pop(link.address, None)
         self._forking = {p: c for p, c in self._forking.items() if c != link.address}
         for pid in link.pids:
