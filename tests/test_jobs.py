@@ -139,6 +139,40 @@ def test_state_restarts_a_dead_host_and_kill_ends_everything(fault_log, tmp_path
     assert not any(alive(s.pid) for s in after.values())
 
 
+def _our_workers() -> list[int]:
+    """Host workers this test process started (children running monarch._host.worker)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"monarch._host.worker" in cmd and alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+class _Unreachable(ProcessJob):
+    """A job whose hosts start but cannot be attached to (a firewall, a wrong address)."""
+
+    def _state(self):
+        raise RuntimeError("the hosts cannot be reached")
+
+
+def test_an_allocation_state_cannot_reach_is_not_left_behind():
+    """`state()` applied a new allocation, then could not attach to it: the allocation is
+    killed, not left running where nothing can find it again."""
+    assert not _our_workers()
+    before = {r["path"] for r in list_allocations()}
+    job = _Unreachable({"hosts": 2})
+    with pytest.raises(RuntimeError, match="cannot be reached"):
+        job.state(cached_path=None)
+    wait_until(lambda: not _our_workers(), "the allocation's workers to end")
+    assert {r["path"] for r in list_allocations()} <= before
+    assert not job.active
+
+
 def test_with_python_executable_runs_procs_under_another_interpreter(fault_log, tmp_path):
     wrapper = tmp_path / "python-wrapper"
     wrapper.write_text(f"#!/bin/sh\nMONARCH_WRAPPED=yes exec {sys.executable} \"$@\"\n")

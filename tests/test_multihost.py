@@ -167,6 +167,7 @@ def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
     from monarch._controller import _remote
 
     addresses, _ = workers
+    secret = os.environ["MONARCH_WORKER_SECRET"]
     monkeypatch.setenv("MONARCH_WORKER_SECRET", "not the secret")
     with pytest.raises(RuntimeError, match="attach failed.*MONARCH_WORKER_SECRET"):
         _remote.attach_to_workers(addresses[:1], timeout=2.0)
@@ -176,6 +177,13 @@ def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
                          "the worker to report the refusal")
     assert int(refusal.group(1)) >= 1
     assert "refused" not in (tmp_path / "worker-1.err").read_text()  # not asked: not refused
+    # The same address again, with the right secret: the failed attempt's link (and its
+    # credentials) is not reused (a replaced Slurm allocation's workers reuse addresses).
+    monkeypatch.setenv("MONARCH_WORKER_SECRET", secret)
+    hosts = _remote.attach_to_workers(addresses[:1], timeout=30.0)
+    assert hosts.initialized.get(timeout=60)
+    found = hosts.spawn_procs().spawn("after_refusal", Where).where.call().get(timeout=60)
+    assert [info["address"].split(":")[1] for info in found.values()] == ["//127.0.0.2"]
 
 
 def _worker(address: str, **popen: object) -> subprocess.Popen:

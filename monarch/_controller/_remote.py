@@ -52,6 +52,8 @@ class Workers:
             record = self.hosts.get(address)
             if record is not None and record.hostname and not record.lost:
                 continue
+            if record is not None:  # an earlier attempt (refused, unanswered) or a lost host:
+                self.runtime.outbox.forget(address)  # its link keeps the old credentials
             self.hosts[address] = WorkerRecord(address)
             self.runtime.outbox.credentials[address] = secret
             self.runtime.notify(address, "attach", {

@@ -24,8 +24,9 @@ from . import _allocation
 from ._trait import JobState, JobTrait
 
 TERMINAL = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "COMPLETED", "NODE_FAIL",
-                      "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
-"""Slurm job states after which the allocation is gone."""
+                      "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "COMPLETING"})
+"""Slurm job states after which the allocation is gone (COMPLETING: going, its workers ending:
+a cancelled job stays there a while on a busy cluster, and is not worth attaching to)."""
 
 
 class SlurmJob(JobTrait):

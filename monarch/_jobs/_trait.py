@@ -135,7 +135,12 @@ class JobTrait(ABC):
                 _kill_quietly(cached)
                 _remove_cache(cached_path)
         self.apply()
-        state = self._connect(self, None)
+        try:
+            state = self._connect(self, None)
+        except BaseException:
+            _kill_quietly(self)  # an allocation nobody can reach or find again is not kept
+            self._status = "not_running"
+            raise
         if cached_path is not None:
             self.dump(cached_path)
         return state
@@ -240,7 +245,7 @@ def _kill_quietly(job: JobTrait) -> None:
     try:
         job._kill()
     except Exception as exc:  # noqa: BLE001 - teardown of a stale allocation is best effort
-        logger.warning("could not kill the stale cached job: %s", exc)
+        logger.warning("could not kill the allocation %r: %s", job, exc)
 
 
 def _remove_cache(cached_path: str | None) -> None:
