@@ -321,6 +321,11 @@ class ActorSlot:
                   "owner_id": self.header.owner_id, "report": self.failure,
                   "label": self.label(), "reason": reason, "host": socket.gethostname(),
                   "pid": os.getpid(), "proc": self.runtime.identity.name}
+        if report["owner_id"] != "root":
+            # The owner hears before any caller is refused, on the same link when the caller
+            # is the owner: a call that raised SupervisionError finds `__supervise__` queued.
+            self.runtime.notify(report["owner"], "supervise", dict(report, time=time.time()))
+            report["owner_told"] = True
         for msg in inflight:
             self.refuse(msg)
         self.done.set()

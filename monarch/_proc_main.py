@@ -123,12 +123,14 @@ def _bootstrap(runtime: ProcessRuntime, bootstrap: Any, controller: str,
 
 def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     """A proc's system agent (see `_agent`), plus what only procs do: stop_proc, and the
-    controller's notices of dead procs and failed actors."""
+    controller's notices of dead procs (and of an address a new proc took over from a dead one)
+    and of failed actors."""
     _agent.install(runtime, proc_mesh)
     _workspace_proc.install(runtime)
     runtime.system_methods["stop_proc"] = _stop_proc_handler(runtime)
     runtime.notice_handlers["proc_died"] = lambda body: runtime.mark_dead(
         body["address"], body["reason"])
+    runtime.notice_handlers["address_reused"] = lambda body: runtime.revive(body["address"])
 
     def actor_failed(body: dict[str, Any]) -> None:
         runtime.failed_actors.setdefault((body["mesh"], body["base_rank"]), body["report"])

@@ -233,6 +233,11 @@ class ProcessRuntime:
         self.reorder.release_gaps()
         self.outbox.forget(address)
 
+    def revive(self, address: str) -> None:
+        """A new process listens at `address`, where a dead one did (the kernel gave a tcp
+        port again): the old death no longer speaks for that address. I/O thread."""
+        self.dead.pop(address, None)
+
     # -- the loop ----------------------------------------------------------------------------
     def _io_main(self) -> None:
         lead = self.leadership

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -265,3 +268,27 @@ def test_tls_arguments_are_refused_not_ignored():
         attach_to_workers(ca="/etc/ssl/ca.pem", workers=["tcp://127.0.0.1:1"])
     with pytest.raises(ValueError, match="private_key is not supported"):
         attach_to_workers(private_key="/etc/ssl/key.pem", workers=["tcp://127.0.0.1:1"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="needs root and unshare (a network namespace of its own)")
+def test_a_new_proc_on_a_dead_procs_tcp_port_is_not_taken_for_it():
+    """The kernel hands a stopped proc's tcp port to a later proc: that proc is not refused as
+    the dead one (the controller and every proc that heard of the death forget it), and its
+    mesh is not taken for stopped. Forced in a network namespace of ~10 usable ports."""
+    script = os.path.join(os.path.dirname(__file__), "port_reuse_script.py")
+    command = ("ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range='41000 41019' && "
+               f"exec {shlex.quote(sys.executable)} {shlex.quote(script)} 60")
+    child = subprocess.Popen(["unshare", "-n", "sh", "-c", command], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env=dict(os.environ, PYTHONPATH=os.path.dirname(script)))
+    try:
+        out, err = child.communicate(timeout=100)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+    assert child.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert "error" not in result, result
+    assert result.get("reused"), f"no port came back in {result['rounds']} rounds: {result}"

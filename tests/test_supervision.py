@@ -6,9 +6,11 @@ collects the failures that reach the root instead of ending the test run.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import asyncio
 import os
+import sys
 import random
 import signal
 import threading
@@ -213,6 +215,79 @@ def test_actor_owner_supervises_its_child_mesh(fault_log, procs):
     report = owner.supervised.call_one().get()[0]
     assert "owned{'gpus': 1/2}" in report and "Killed(sig=9)" in report
     assert not [f for f in fault_log.failures if f.name in ("owned", "owner_ok")]
+
+
+class _Catching(Actor):
+    """Owns a child mesh whose failures it handles (and counts)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.victims = this_host().spawn_procs(per_host={"gpus": 2}).spawn("caught", Victim)
+
+    def __supervise__(self, failure) -> bool:
+        self.seen.append(failure.report())
+        return True
+
+
+class CatchingOwner(_Catching):
+    @endpoint
+    async def fail_child(self) -> int:
+        """How many failures `__supervise__` had seen when the call raised."""
+        with pytest.raises(SupervisionError):
+            await self.victims.abort.call()
+        return len(self.seen)
+
+
+class SyncCatchingOwner(_Catching):
+    @endpoint
+    def fail_child(self) -> None:
+        with pytest.raises(SupervisionError):
+            self.victims.abort.call().get(timeout=30)
+
+    @endpoint
+    def supervised(self) -> list[str]:
+        return self.seen
+
+
+@contextlib.contextmanager
+def _busy_controller():
+    """This process (the controller) holds its GIL in 0.3 s slices: its I/O thread, which
+    forwards failures to owners, runs late."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(10_000))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.3)
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        spinner.join()
+        sys.setswitchinterval(interval)
+
+
+def test_a_call_that_raised_supervision_error_finds_supervise_already_queued(fault_log):
+    """Monarch's order: the owner's `__supervise__` is queued before its own call to the
+    failed child raises, so it has run by the time the owner handles anything else (an async
+    owner: before the `await` returns). The failing proc tells the owner directly, ahead of
+    refusing the call; through the controller it arrived one hop late."""
+    procs = fresh(1)
+    owner = procs.spawn("catcher", CatchingOwner)
+    sync_owner = procs.spawn("sync_catcher", SyncCatchingOwner)
+    owner.initialized.get(timeout=60)
+    sync_owner.initialized.get(timeout=60)
+    with _busy_controller():  # the controller's hop is slow: the order must not rest on it
+        assert owner.fail_child.call_one().get(timeout=60) >= 1
+        sync_owner.fail_child.call_one().get(timeout=60)
+        seen = sync_owner.supervised.call_one().get(timeout=30)
+    assert seen and "giving up" in seen[0]
+    assert not [f for f in fault_log.failures if f.name in ("catcher", "sync_catcher")]
+    procs.stop().get(timeout=60)
 
 
 def _children(pid: int) -> set[int]:

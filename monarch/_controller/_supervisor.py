@@ -156,6 +156,8 @@ class Supervisor:
             record.address = msg.address
             record.host = msg.hostname
             self.by_address[msg.address] = record.proc
+            if msg.address in self.runtime.dead:
+                self._reused(record)
         self._on_started(record)
         self._settle_ready()
 
@@ -219,9 +221,20 @@ class Supervisor:
                 done.set_result(None)
         self._stop_waiters = still
 
+    def _reused(self, record: ProcRecord) -> None:
+        """A new proc listens where a dead one did (a tcp port the kernel handed out again):
+        every process forgets that death, or the new proc would be refused as the old one."""
+        self.runtime.revive(record.address)
+        for other in self.procs.values():
+            if (other.state in (STARTING, RUNNING, STOPPING) and other.address
+                    and other is not record):
+                self.runtime.notify(other.address, "address_reused", {"address": record.address})
+
     def _dead(self, record: ProcRecord, reason: str) -> None:
         if not record.address:  # a remote proc that never started
             return
+        if self.by_address.get(record.address) != record.proc:
+            return  # its address is a newer proc's already: its death must not speak for it
         self.runtime.mark_dead(record.address, reason)
         for other in self.procs.values():
             if (other.state in (STARTING, RUNNING, STOPPING) and other is not record
@@ -369,7 +382,7 @@ class Supervisor:
         self._on_failure(failure)
         if failure["owner_id"] == "root":
             _supervision.dispatch_root(_supervision.MeshFailure(failure))
-        else:
+        elif not failure.get("owner_told"):  # a failing actor tells its owner itself
             self.runtime.notify(failure["owner"], "supervise", failure)
 
 
