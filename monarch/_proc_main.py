@@ -132,6 +132,13 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
         body["address"], body["reason"])
     runtime.notice_handlers["address_reused"] = lambda body: runtime.revive(body["address"])
 
+    def procs_died(body: dict[str, str]) -> None:  # those that died before it started
+        for address, reason in body.items():
+            if address != runtime.address:
+                runtime.mark_dead(address, reason)
+
+    runtime.notice_handlers["procs_died"] = procs_died
+
     def actor_failed(body: dict[str, Any]) -> None:
         runtime.failed_actors.setdefault((body["mesh"], body["base_rank"]), body["report"])
 

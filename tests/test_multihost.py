@@ -25,6 +25,15 @@ pytestmark = pytest.mark.timeout(120)
 
 class Where(Actor):
     @endpoint
+    def call_other(self, other: object) -> str:
+        """What a call to `other` (one actor) raised, by type and message."""
+        try:
+            other.where.call_one().get(timeout=20)
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            return f"{type(exc).__name__}: {exc}"
+        return "answered"
+
+    @endpoint
     def where(self) -> dict:
         from monarch import _process
 
@@ -132,6 +141,21 @@ def test_a_spawn_the_hosts_do_not_answer_fails_at_its_deadline(workers, fault_lo
     started = wait_until(lambda: [r.pid for r in records if r.pid] if all(
         r.pid for r in records) else None, "the late host to fork its proc anyway")
     wait_gone(*started)  # stopped once they announced themselves: nothing left running
+
+
+def test_a_proc_started_after_a_death_knows_of_it(workers, fault_log):
+    """A proc on another host learns its address only once it runs, so the deaths before it
+    were never sent to it: it hears of them when it starts, and its call to a dead proc fails
+    at once instead of waiting on an address nobody listens at."""
+    addresses, children = workers
+    hosts = attach_to_workers(workers=addresses)
+    victim = hosts.slice(hosts=0).spawn_procs(name="victim").spawn("victim", Where)
+    pid = victim.where.call_one().get(timeout=60)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    fault_log.wait_for(lambda f: f.name == "victim", timeout=30)
+    late = hosts.slice(hosts=1).spawn_procs(name="late").spawn("late", Where)
+    outcome = late.call_other.call_one(victim).get(timeout=60)
+    assert outcome.startswith("SupervisionError") and "Killed(sig=9)" in outcome, outcome
 
 
 def test_a_worker_stopped_longer_than_the_silence_window_keeps_its_procs(workers, fault_log,

@@ -158,6 +158,8 @@ class Supervisor:
             self.by_address[msg.address] = record.proc
             if msg.address in self.runtime.dead:
                 self._reused(record)
+            if self.runtime.dead:  # deaths it was not told of: it had no address then
+                self.runtime.notify(msg.address, "procs_died", dict(self.runtime.dead))
         self._on_started(record)
         self._settle_ready()
 
