@@ -15,6 +15,7 @@ import pytest
 from rdma_kinds import content, digest
 
 from monarch import _rdma
+from monarch._rundir import run_root, sweep_dead
 from monarch.actor import Actor, attach_to_workers, endpoint
 from monarch.rdma import RDMABuffer
 
@@ -64,8 +65,14 @@ def workers(monkeypatch: Any, fault_log: Any) -> Iterator[list[str]]:
     yield addresses
     for child in started:
         if child.poll() is None:
+            child.terminate()  # a worker ends through its cleanup on SIGTERM (its run dir)
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             child.kill()
-        child.wait(timeout=30)
+            child.wait(timeout=30)
+            raise
+    sweep_dead(run_root())  # what the next job would do for a SIGKILLed worker's directory
 
 
 def test_buffers_move_between_hosts(workers: list[str]) -> None:
