@@ -92,6 +92,8 @@ class ActorSlot:
         self.endpoints: dict[str, Any] = {}
         self.done = threading.Event()
         """Set once the actor has stopped or failed."""
+        self.thread: threading.Thread | None = None
+        """The thread that runs it (set by `start`)."""
         self.break_next = False
         """Run the next message under a remote pdb that stops at its first line."""
         self._control: collections.deque[dict[str, Any]] = collections.deque()
@@ -449,8 +451,9 @@ class SyncSlot(ActorSlot):
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._local: collections.deque[Any] = collections.deque()
         self.leading = False
-        threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
-                         daemon=True).start()
+        self.thread = threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
+                                       daemon=True)
+        self.thread.start()
 
     def queue_depth(self) -> int:
         return self._queue.qsize() + len(self._local)
@@ -574,8 +577,9 @@ class AsyncSlot(ActorSlot):
 
     def start(self) -> None:
         self._loop = asyncio.new_event_loop()
-        threading.Thread(target=_run_loop, args=(self._loop,),
-                         name=f"actor-{self.instance.name}", daemon=True).start()
+        self.thread = threading.Thread(target=_run_loop, args=(self._loop,),
+                                       name=f"actor-{self.instance.name}", daemon=True)
+        self.thread.start()
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
         self._wakeup: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()

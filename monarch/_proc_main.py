@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ def run(config: dict[str, Any]) -> int:
     else:
         runtime.outbox.send(config["controller"], started)
     runtime.run_here()
+    _join_actors(runtime, deadline=time.monotonic() + ACTOR_EXIT_S)
     runtime.outbox.close(linger_ms=1000)
     # Closing a socket only queues its last messages for zmq's I/O thread; the process exits
     # right after (os._exit in the zygote's child), so wait (1 s at most) until they left.
@@ -161,6 +163,21 @@ def _flush_output(runtime: ProcessRuntime, body: dict[str, Any]) -> None:
     if runtime.flush_telemetry is not None:
         runtime.flush_telemetry()
     runtime.notify(body["reply_to"], "output_flushed", {"token": body["token"]})
+
+
+ACTOR_EXIT_S = 5.0
+"""How long a proc that ends waits for its actors' threads to end (those stopped)."""
+
+
+def _join_actors(runtime: ProcessRuntime, deadline: float) -> None:
+    """Waits for the threads of the actors that ended, then drops the actors: the process
+    then finalizes with no live thread holding an actor (whose module globals would outlive
+    the interpreter's teardown, their `__del__` never run)."""
+    for slot in list(runtime.actors.values()):
+        thread = slot.thread
+        if slot.done.is_set() and thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    runtime.actors.clear()
 
 
 def _stop_proc_handler(runtime: ProcessRuntime) -> Any:

@@ -11,7 +11,8 @@ from waiting import wait_until
 
 from monarch.actor import (Accumulator, Actor, ActorError, Channel, Port, ValueMesh, as_endpoint,
                            concurrent_endpoint, context, current_actor_name, current_rank,
-                           current_size, endpoint, get_or_spawn_controller, send, this_proc)
+                           current_size, endpoint, get_or_spawn_controller, send, this_host,
+                           this_proc)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -319,6 +320,44 @@ def test_stop_then_calls_fail(procs):
         mesh.slice(gpus=0).add.call_one(1).get(timeout=20)
 
 
+_finalized_at_exit = None  # set in a proc by Finalized: a module global with a __del__
+
+
+class _WritesOnDel:
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "w")  # `open` is gone by the time finalizers run
+
+    def __del__(self) -> None:
+        self._file.write("finalized")
+        self._file.close()
+
+
+class Finalized(Actor):
+    def __init__(self, path: str) -> None:
+        import torch  # noqa: F401 - with it, the actor's thread outlived the proc's teardown
+
+        global _finalized_at_exit
+        _finalized_at_exit = _WritesOnDel(path)
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_module_globals_are_finalized_when_the_proc_stops(tmp_path):
+    """As in Monarch, a stopped proc ends like a Python program: the `__del__` of its module
+    globals runs. The proc waits for its actors' threads first (a daemon thread still running
+    an actor at exit kept its module alive through the teardown: no `__del__`)."""
+    from waiting import wait_gone
+
+    path = tmp_path / "marker.txt"
+    procs = this_host().spawn_procs(per_host={"gpus": 1})
+    pid = procs.spawn("finalized", Finalized, str(path)).pid.call_one().get(timeout=120)
+    procs.stop().get(timeout=60)
+    wait_gone(pid)
+    assert path.read_text() == "finalized"
+
+
 class Sleeper(Actor):
     @endpoint
     def busy_until(self, started: Port, flag: str) -> str:
@@ -350,7 +389,7 @@ def test_a_busy_sync_actor_does_not_stall_its_proc(procs, tmp_path):
 
 
 def test_tcp_transport_for_local_procs():
-    from monarch.actor import ChannelTransport, enable_transport, this_host
+    from monarch.actor import ChannelTransport, enable_transport
     from monarch.config import configured
 
     with configured():
