@@ -52,6 +52,26 @@ def claim(run_dir: Path) -> None:
     os.replace(tmp, run_dir / OWNER)
 
 
+def release(run_dir: Path) -> None:
+    """Removes this process's run directory, its owner file last: cut short (SIGKILL), what
+    is left still names a dead owner, and the next sweep removes it."""
+    import shutil
+
+    try:
+        entries = [entry for entry in run_dir.iterdir() if entry.name != OWNER]
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        except OSError:
+            pass
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def sweep_dead(root: Path) -> list[Path]:
     """Removes the run directories of controllers that are gone (SIGKILLed, crashed)."""
     import shutil

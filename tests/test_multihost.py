@@ -316,3 +316,51 @@ def test_a_new_proc_on_a_dead_procs_tcp_port_is_not_taken_for_it():
     result = json.loads(out.strip().splitlines()[-1])
     assert "error" not in result, result
     assert result.get("reused"), f"no port came back in {result['rounds']} rounds: {result}"
+
+
+def test_a_worker_signalled_again_while_ending_still_removes_its_run_directory(tmp_path):
+    """scancel's SIGTERM reaches a Slurm worker twice (slurmstepd, and srun forwarding it): a
+    SIGTERM that lands while the worker is ending cuts nothing short; its run directory goes."""
+    run = tmp_path / "run"
+    ready = tmp_path / "ready.json"
+    child = subprocess.Popen([sys.executable, "-m", "monarch._host.worker", "--address",
+                              "tcp://127.0.0.1:0", "--ready-file", str(ready)],
+                             env=dict(os.environ, MONARCH_RUN_DIR=str(run),
+                                      MONARCH_WORKER_SECRET=secrets.token_hex(16)),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: ready.exists() or child.poll() is not None, "the worker to listen",
+                   timeout=60)
+        assert child.poll() is None, child.stderr.read()[-2000:]
+        assert [p.name.startswith("worker-") for p in run.iterdir()] == [True]
+        while child.poll() is None:  # SIGTERMs, one after another, until it has ended
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=0.002)
+            except subprocess.TimeoutExpired:
+                pass
+        assert list(run.iterdir()) == [], child.stderr.read()[-2000:]
+        assert child.returncode == 128 + signal.SIGTERM  # through its handler, once
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        sweep_dead(run)
+
+
+def test_a_worker_on_a_background_thread_leaves_no_run_directory_when_its_process_exits(
+        tmp_path):
+    """start_worker_loop_forever's worker is cut off when its process exits; its run directory
+    goes with the process."""
+    run = tmp_path / "run"
+    code = ("import pathlib, sys\n"
+            "from monarch.actor import start_worker_loop_forever\n"
+            "start_worker_loop_forever(address='tcp://127.0.0.1:0', ca='trust_all_connections')\n"
+            "from waiting import wait_until\n"
+            f"wait_until(lambda: list(pathlib.Path({str(run)!r}).glob('worker-*/*')), 'a run dir')\n"
+            "print('serving', flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, MONARCH_RUN_DIR=str(run),
+                                               PYTHONPATH=os.path.dirname(__file__)))
+    assert out.returncode == 0 and "serving" in out.stdout, out.stderr[-2000:]
+    assert list(run.iterdir()) == []

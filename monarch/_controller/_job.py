@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-import shutil
 import signal
 import socket
 import sys
@@ -29,7 +28,7 @@ from .._identity import ProcessIdentity, set_current_process
 from .._proc_mesh import ProcMesh
 from .._process import ProcessRuntime
 from .._rdma._segments import sweep_job as sweep_rdma_segments
-from .._rundir import claim, ipc_endpoint, run_root, sweep_dead
+from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
 from .._shape import Extent, Point, View
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call, Telemetry
@@ -543,7 +542,7 @@ class Job:
         self.agent.close()
         self.runtime.close()
         sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        release(self.run_dir)
         with _lock:
             _job = None
 

@@ -22,10 +22,10 @@ controllers), which `monarch jobs` reads to tell allocations with a client from 
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -38,7 +38,7 @@ from typing import Any
 from .._future import Future
 from .._identity import ProcessIdentity, set_current_process
 from .._process import ProcessRuntime
-from .._rundir import claim, ipc_endpoint, run_root, sweep_dead
+from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
 from .._wire._messages import ProcExited
 from ._agent import HostAgent
 
@@ -284,12 +284,21 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
         print(f"monarch worker listening on {runtime.address}", flush=True)
     if ready_file:
         write_json(Path(ready_file), {"address": runtime.address, "pid": os.getpid()})
+    # A worker on a daemon thread (start_worker_loop_forever) is cut off when its process
+    # exits: its run directory goes with the process all the same.
+    def at_exit() -> None:
+        release(runtime.identity.run_dir)
+
+    atexit.register(at_exit)
     try:
         runtime.run_here()
     finally:
-        worker.close()
-        runtime.outbox.close(linger_ms=200)
-        shutil.rmtree(runtime.identity.run_dir, ignore_errors=True)
+        try:
+            worker.close()
+            runtime.outbox.close(linger_ms=200)
+        finally:
+            release(runtime.identity.run_dir)
+            atexit.unregister(at_exit)
 
 
 def serve_in_background(address: str, secret: bytes | None = None) -> Future[None]:
@@ -364,9 +373,16 @@ def main() -> None:
     args = parser.parse_args()
     address = args.address or f"tcp://{node_address()}:{args.port}"
     # SIGTERM (scancel, kill, a test's teardown) ends the worker through its cleanup.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, _end_on_sigterm)
     serve(address, forever=not args.until_shutdown, ready_file=args.ready_file,
           hostname=args.hostname, workspace_dir=args.workspace_dir, announce=True)
+
+
+def _end_on_sigterm(signum: int, frame: object) -> None:
+    # Once: a second SIGTERM (scancel's reaches a Slurm worker from slurmstepd and again
+    # through srun) must not cut the cleanup short and leave the run directory behind.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(128 + signum)
 
 
 def node_address() -> str:
