@@ -90,6 +90,15 @@ def leftovers(root: str, own_job: str | None) -> list[str]:
     return sorted(left)
 
 
+def _head(path: str) -> str:
+    """The start of a small text file (a run dir's owner, status): a leftover's story."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read(300)
+    except OSError:
+        return "(a folder)" if os.path.isdir(path) else "(unreadable)"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fails the session if it left files behind; removes its temp directory."""
     import shutil
@@ -107,6 +116,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(f"the test session left files behind in {root}: {left}",
                                 red=True)
+            for name in left:  # what each left folder holds: whose it was
+                path = os.path.join(root, name)
+                if os.path.isdir(path):
+                    inside = {f: _head(os.path.join(path, f)) for f in sorted(os.listdir(path))}
+                    reporter.write_line(f"  {name}: {inside}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     for key, value in _SESSION["saved"].items():
         if value is None:
