@@ -364,3 +364,17 @@ def test_a_worker_on_a_background_thread_leaves_no_run_directory_when_its_proces
                                                PYTHONPATH=os.path.dirname(__file__)))
     assert out.returncode == 0 and "serving" in out.stdout, out.stderr[-2000:]
     assert list(run.iterdir()) == []
+
+
+def test_a_worker_that_cannot_listen_fails_and_leaves_no_run_directory(tmp_path):
+    run = tmp_path / "run"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        out = subprocess.run([sys.executable, "-m", "monarch._host.worker", "--address",
+                              address], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, MONARCH_RUN_DIR=str(run),
+                                      MONARCH_WORKER_SECRET=secrets.token_hex(16)))
+    assert out.returncode == 1 and "Address already in use" in out.stderr, out.stderr[-2000:]
+    assert list(run.iterdir()) == []

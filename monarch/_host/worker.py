@@ -278,23 +278,26 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
             worker's run directory, removed when it exits).
     """
     runtime = _runtime(address, secret)
-    worker = Worker(runtime, _host_of(split_alias(address)[0]), forever, hostname,
-                    Path(workspace_dir) if workspace_dir else None)
-    if announce:
-        print(f"monarch worker listening on {runtime.address}", flush=True)
-    if ready_file:
-        write_json(Path(ready_file), {"address": runtime.address, "pid": os.getpid()})
+
     # A worker on a daemon thread (start_worker_loop_forever) is cut off when its process
     # exits: its run directory goes with the process all the same.
     def at_exit() -> None:
         release(runtime.identity.run_dir)
 
     atexit.register(at_exit)
+    worker = None
     try:
+        worker = Worker(runtime, _host_of(split_alias(address)[0]), forever, hostname,
+                        Path(workspace_dir) if workspace_dir else None)
+        if announce:
+            print(f"monarch worker listening on {runtime.address}", flush=True)
+        if ready_file:
+            write_json(Path(ready_file), {"address": runtime.address, "pid": os.getpid()})
         runtime.run_here()
     finally:
         try:
-            worker.close()
+            if worker is not None:
+                worker.close()
             runtime.outbox.close(linger_ms=200)
         finally:
             release(runtime.identity.run_dir)
@@ -342,15 +345,19 @@ def _listening_runtime(address: str, secret: bytes | None, bind_host: str,
                          f"listening socket) or ipc:///PATH, not {address!r}")
     # In the per-user run root, owned by this process: removed when the worker ends, and
     # swept by the next job or worker on this host if the worker was SIGKILLed.
+    secret = secret or worker_secret()
     root = run_root()
     sweep_dead(root)
     run_dir = Path(tempfile.mkdtemp(prefix="worker-", dir=root))
-    claim(run_dir)
-    identity = ProcessIdentity(job_id="worker", secret=secret or worker_secret(),
-                               run_dir=run_dir, name=f"worker@{socket.gethostname()}",
-                               bind_host=bind_host)
-    set_current_process(identity)
-    return ProcessRuntime(identity, address, advertise)
+    try:  # a worker that cannot listen (the port is taken; SIGTERM now) leaves nothing
+        claim(run_dir)
+        identity = ProcessIdentity(job_id="worker", secret=secret, run_dir=run_dir,
+                                   name=f"worker@{socket.gethostname()}", bind_host=bind_host)
+        set_current_process(identity)
+        return ProcessRuntime(identity, address, advertise)
+    except BaseException:
+        release(run_dir)
+        raise
 
 
 def _host_of(address: str) -> str:
