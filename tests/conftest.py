@@ -13,6 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check values, never speed: a loaded machine (CI, stress-ng) must not fail one
+# for an example that took over hypothesis's default 200 ms, or for slow data generation.
+settings.register_profile("monarch", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("monarch")
 
 # Jobs keep their history (Parquet telemetry) in `<run root>/history` after they end: that is
 # files left behind. The session's own job and the jobs tests start inherit this off; the tests

@@ -173,6 +173,20 @@ def test_the_sleep_check_can_fail():
         "<test>:5 test_a: time.sleep", "<test>:9 test_b: pilot.pause", "<test>:10 test_b: asyncio.sleep"]
 
 
+def test_property_tests_have_no_time_limit():
+    """Hypothesis's per-example deadline is a timed assertion: off for every property test."""
+    from hypothesis import HealthCheck, settings
+
+    assert settings.default.deadline is None
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
+    timed = [f"{path.relative_to(ROOT)}:{n}"
+             for path in sorted((ROOT / "tests").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if "settings(" in line and "deadline=" in line and "deadline=None" not in line
+             and path.name != "conftest.py"]
+    assert not timed, timed
+
+
 def test_a_skipped_test_fails_under_ci(tmp_path):
     """`CI=true` (set by `.ci/run`) turns skips, in a test or a whole module, into failures."""
     import shutil
