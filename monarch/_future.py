@@ -107,6 +107,11 @@ class Future(Generic[R]):
             waiter = loop.create_future()
             self.add_done_callback(lambda: _wake_soon(loop, waiter))
             yield from waiter.__await__()
+        elif self.failed():
+            # Settled before the await (the answer beat the awaiting coroutine): what the loop
+            # was handed before the failure (an owner's `__supervise__` of the same failure)
+            # runs before the await raises, as it does when the failure wakes the await.
+            yield
         return self._resolve()
 
     def as_asyncio(self) -> asyncio.Future[R]:

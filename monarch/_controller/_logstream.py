@@ -189,7 +189,7 @@ class LogStreamer:
             if not mine:
                 continue
             text = [_paint(f">>> Aggregated Logs ({begun:%Y-%m-%d %H:%M:%S}) >>>", 36)]
-            for folded in telemetry.fold(mine):
+            for folded in telemetry.fold(mine, window=None):  # the window is the fold's
                 ranks = telemetry.compress_ranks(_proc_of(r)[1] for r in folded.members)
                 text.append(f"{_paint(f'[{folded.count} similar log lines]', 33)} "
                             f"[{ranks}] {folded.text}")

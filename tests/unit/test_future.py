@@ -70,3 +70,24 @@ def test_returns_future_runs_the_coroutine_either_way():
         return await double(5)
 
     assert asyncio.run(main()) == 10
+
+
+def test_awaiting_a_future_that_already_failed_lets_what_the_loop_holds_run_first():
+    """The failure came before the await (the answer beat the coroutine): what was handed to
+    the loop before it (an owner's `__supervise__` of that failure) still runs before the
+    await raises, as when the failure wakes a pending await."""
+    order: list[str] = []
+
+    async def main() -> None:
+        fut: Future[int] = Future()
+        asyncio.get_running_loop().call_soon(order.append, "queued before the failure")
+        fut.set_exception(RuntimeError("boom"))
+        with pytest.raises(RuntimeError, match="boom"):
+            await fut
+        order.append("await raised")
+        done: Future[int] = Future()
+        done.set_result(3)
+        assert await done == 3
+
+    asyncio.run(main())
+    assert order == ["queued before the failure", "await raised"]
