@@ -69,7 +69,10 @@ def release(run_dir: Path) -> None:
                 entry.unlink(missing_ok=True)
         except OSError:
             pass
-    shutil.rmtree(run_dir, ignore_errors=True)
+    for _ in range(20):  # a thread of the process may still write a file there as it ends
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if not run_dir.exists():
+            return
 
 
 def sweep_dead(root: Path) -> list[Path]:

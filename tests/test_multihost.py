@@ -357,7 +357,8 @@ def test_a_worker_on_a_background_thread_leaves_no_run_directory_when_its_proces
             "from monarch.actor import start_worker_loop_forever\n"
             "start_worker_loop_forever(address='tcp://127.0.0.1:0', ca='trust_all_connections')\n"
             "from waiting import wait_until\n"
-            f"wait_until(lambda: list(pathlib.Path({str(run)!r}).glob('worker-*/*')), 'a run dir')\n"
+            f"wait_until(lambda: list(pathlib.Path({str(run)!r}).glob('worker-*/worker.json')), "
+            "'the worker up', timeout=120)\n"
             "print('serving', flush=True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, MONARCH_RUN_DIR=str(run),
