@@ -57,22 +57,29 @@ def release(run_dir: Path) -> None:
     is left still names a dead owner, and the next sweep removes it."""
     import shutil
 
-    try:
-        entries = [entry for entry in run_dir.iterdir() if entry.name != OWNER]
-    except OSError:
-        entries = []
-    for entry in entries:
-        try:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-        except OSError:
-            pass
     for _ in range(20):  # a thread of the process may still write a file there as it ends
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if not run_dir.exists():
+        try:
+            entries = [entry for entry in run_dir.iterdir() if entry.name != OWNER]
+        except FileNotFoundError:
             return
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+            except OSError:
+                pass
+        try:
+            (run_dir / OWNER).unlink(missing_ok=True)
+            run_dir.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            continue  # written to meanwhile: another pass
 
 
 def sweep_dead(root: Path) -> list[Path]:
