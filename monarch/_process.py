@@ -328,6 +328,11 @@ class ProcessRuntime:
         handlers: dict[Any, tuple[Callable[..., None], Any]] = {
             sock: (self._drain_inbox, sock), zap: (self.inbox.service_zap, _NO_ARG),
             monitor: (self.inbox.service_monitor, _NO_ARG), self._wake_r: (self._run_calls, _NO_ARG)}
+        lane = self.inbox.lane
+        if lane is not None:
+            handlers[lane.sock.fileno()] = (self._accept_lanes, _NO_ARG)
+            for fd, conn in lane.conns.items():
+                handlers[fd] = (self._drain_lane, conn)
         for extra, extra_monitor in self.inbox.extra:
             handlers[extra] = (self._drain_inbox, extra)
             handlers[extra_monitor] = (functools.partial(self.inbox.service_monitor,
@@ -412,6 +417,51 @@ class ProcessRuntime:
             except Exception:  # noqa: BLE001 - one bad message must not end the loop
                 self.inbox.stats.bad_frames += 1
                 self._guarded(_reraise_current)
+
+    def _accept_lanes(self) -> None:
+        lane = self.inbox.lane
+        if lane is not None and lane.accept():
+            self._handlers = None  # rebuilt with the new connections at the next poll
+
+    def _drain_lane(self, conn: Any) -> None:
+        """Reads one lane connection and handles its whole messages, as `_drain_inbox`."""
+        out: list[list[Any]] = []
+        alive = conn.read(out)
+        lane_message = self.inbox.lane_message
+        for parts in out:
+            got = lane_message(parts)
+            if got is None:
+                continue
+            msg, frames = got
+            kind = type(msg)
+            try:
+                if kind is Call:
+                    self._on_call(msg, frames)
+                elif kind is Reply:
+                    self._on_reply(msg, frames)
+                else:
+                    self._on_other(kind, msg, frames)
+            except Exception:  # noqa: BLE001 - one bad message must not end the loop
+                self.inbox.stats.bad_frames += 1
+                self._guarded(_reraise_current)
+        if not alive:
+            stats = self.inbox.stats
+            if conn.denied:
+                stats.denied_peers += 1
+            elif conn.broken:
+                stats.bad_frames += 1
+            self.inbox.lane.drop(conn)  # type: ignore[union-attr]
+            self._handlers = None
+
+    def _on_other(self, kind: type, msg: Any, frames: list[Any]) -> None:
+        if kind is Batch:
+            self._on_batch(msg, frames)
+        elif kind is Notice:
+            self._on_notice(msg)
+        else:
+            handler = self.kind_handlers.get(kind)
+            if handler is not None:
+                handler(msg, frames)
 
     def _on_batch(self, msg: Batch, frames: list[Any]) -> None:
         offset = 0

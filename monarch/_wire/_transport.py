@@ -23,6 +23,7 @@ import zmq
 import zmq.utils.monitor
 import zmq.utils.z85
 
+from . import _lane
 from ._messages import WireError, decode, encode
 
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
@@ -107,6 +108,13 @@ class Inbox:
         self._zap.linger = 0
         self._zap.bind(_ZAP_ENDPOINT)
         self._ctx = ctx
+        self.lane: _lane.Listener | None = None
+        """The lane beside an ipc inbox (`_lane`), when lanes are on."""
+        if advertise is None and endpoint.startswith("ipc://") and _lane.enabled():
+            try:
+                self.lane = _lane.Listener(endpoint, secret)
+            except OSError:
+                self.lane = None  # zmq only: senders find no lane and keep to zmq
         self._sock, self._monitor = self._listen(endpoint, advertise)
         self.address: str = advertise or self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.extra: list[tuple[zmq.Socket, zmq.Socket]] = []
@@ -171,6 +179,20 @@ class Inbox:
             self.stats.received += 1
             return msg, frames
 
+    def lane_message(self, parts: list[zmq.Frame]) -> tuple[Any, list[zmq.Frame]] | None:
+        """The message whose parts came whole through a lane, or None (counted bad) when it
+        is not well-formed."""
+        try:
+            msg = decode(parts[0].buffer)
+        except WireError:
+            self.stats.bad_frames += 1
+            return None
+        if getattr(msg, "nframes", 0) != len(parts) - 1:
+            self.stats.bad_frames += 1
+            return None
+        self.stats.received += 1
+        return msg, parts[1:]
+
     def _recv_frames(self, sock: zmq.Socket, count: int, more: bool) -> list[zmq.Frame] | None:
         """The message's `count` extra frames; None (counted bad, the rest of the message
         dropped) when it has fewer or more."""
@@ -233,6 +255,8 @@ class Inbox:
             monitor.close(0)
             sock.close(0)
         self._zap.close(0)
+        if self.lane is not None:
+            self.lane.close()
 
 
 BIND_RETRY_S = 2.0
@@ -263,9 +287,16 @@ def _split_zap(request: list[bytes]) -> tuple[list[bytes], bytes, list[bytes]]:
 
 @dataclasses.dataclass(slots=True)
 class _Link:
-    sock: zmq.Socket
+    sock: Any
+    """The zmq PUSH socket; None for a lane, or while the link is pending."""
     lock: threading.Lock
     backlog: collections.deque
+    lane: _lane.Link | None = None
+    """Set when the link is a lane (then `backlog` is unused)."""
+    pending: bool = False
+    """Lanes on, and nothing listens at the address yet: messages wait in `backlog` until the
+    peer listens, then go by its lane, or by zmq when it has none (`Outbox._resolve`)."""
+    next_try: float = 0.0
 
 
 class Outbox:
@@ -290,6 +321,8 @@ class Outbox:
         """Seconds a blocking send waits at a full link before it gives up (PeerGone)."""
         self.backlogged: set[str] = set()
         """Addresses with a backlog; touched by the I/O loop only."""
+        self.lanes = _lane.enabled()
+        """New links to ipc addresses try a lane first (`_lane`)."""
 
     def send(self, address: str, msg: Any, frames: Sequence[Any] = (), block: bool = True) -> None:
         """Sends a message (envelope + frames) to `address`, in order per link."""
@@ -298,6 +331,20 @@ class Outbox:
     def send_raw(self, address: str, parts: list[Any], block: bool = True) -> None:
         """Sends already-encoded parts; see `send`."""
         link = self._links.get(address) or self._connect(address)
+        if link.lane is None and link.pending:
+            with link.lock:
+                if link.pending:
+                    self._resolve(address, link)
+                if link.pending:
+                    if block and len(link.backlog) >= HWM:
+                        raise PeerGone(address, "nothing listens there yet and "
+                                                f"{HWM} messages already wait for it")
+                    link.backlog.append(parts)
+                    self.backlogged.add(address)
+                    return
+        if link.lane is not None:
+            self._send_lane(address, link, link.lane, parts, block)
+            return
         with link.lock:
             if not link.backlog and _try_send(link.sock, parts):
                 return
@@ -324,10 +371,54 @@ class Outbox:
                 if not link.backlog and _try_send(link.sock, parts):
                     return
 
+    def _send_lane(self, address: str, link: _Link, lane: _lane.Link, parts: list[Any],
+                   block: bool) -> None:
+        with link.lock:
+            lane.put(parts)
+            if not lane.backlog:
+                return
+            if not block:
+                self.backlogged.add(address)
+                return
+            mark = lane.queued
+        deadline = time.monotonic() + self.delivery_timeout
+        while True:
+            if self._is_dead(address) or self._closed:
+                raise PeerGone(address)
+            if time.monotonic() > deadline:
+                self.backlogged.add(address)  # what is in the stream must still leave whole
+                raise PeerGone(address, f"the message was not taken within "
+                                        f"{self.delivery_timeout:g} s (message_delivery_timeout)")
+            lane.wait_writable(0.05)
+            with link.lock:
+                lane.write()
+                if lane.written >= mark or lane.broken:
+                    return
+
     def flush(self) -> None:
         """Retries backlogged messages (I/O loop only); drops those for dead peers, counted."""
         for address in list(self.backlogged):
-            link = self._links[address]
+            link = self._links.get(address)
+            if link is None:
+                self.backlogged.discard(address)
+                continue
+            if link.pending:
+                with link.lock:
+                    if self._is_dead(address):
+                        link.backlog.clear()
+                        self.backlogged.discard(address)
+                        continue
+                    if link.pending and time.monotonic() >= link.next_try:
+                        self._resolve(address, link)
+                    if link.pending:
+                        continue
+            if link.lane is not None:
+                with link.lock:
+                    if self._is_dead(address):
+                        link.lane.broken = True
+                    if link.lane.write():
+                        self.backlogged.discard(address)
+                continue
             with link.lock:
                 while link.backlog:
                     if self._is_dead(address):
@@ -346,24 +437,51 @@ class Outbox:
                 return link
             if self._closed:
                 raise PeerGone(address)
-            sock = self._ctx.socket(zmq.PUSH)
-            sock.sndhwm = HWM
-            sock.linger = 2000
-            sock.reconnect_ivl = 10
-            sock.reconnect_ivl_max = 500
-            secret = self.credentials.get(address, self._secret)
-            if is_private(address):
-                sock.plain_username = _USER
-                sock.plain_password = secret
+            link = _Link(None, threading.Lock(), collections.deque())
+            if self.lanes and _lane.lane_path(address) is not None:
+                link.pending = True
+                self._resolve(address, link)
             else:
-                public, secret_key = curve_keys(secret)
-                sock.curve_serverkey = public
-                sock.curve_publickey = public
-                sock.curve_secretkey = secret_key
-            sock.connect(address)
-            link = _Link(sock, threading.Lock(), collections.deque())
+                link.sock = self._zmq_socket(address)
             self._links[address] = link
             return link
+
+    def _resolve(self, address: str, link: _Link) -> None:
+        """Makes a pending link a lane (the peer listens on one) or a zmq link (the peer's
+        zmq inbox is there, its lane is not: it has none, as a lane is bound before the inbox);
+        moves what waited, in order. Caller holds `link.lock` (or owns the new link)."""
+        lane = _lane.Link.connect(address, self.credentials.get(address, self._secret))
+        if lane is not None:
+            link.lane = lane
+            link.pending = False
+            for parts in link.backlog:
+                lane.put(parts)
+            link.backlog.clear()
+        elif not _lane.can_wait(address):
+            link.sock = self._zmq_socket(address)
+            link.pending = False
+            while link.backlog and _try_send(link.sock, link.backlog[0]):
+                link.backlog.popleft()
+        else:
+            link.next_try = time.monotonic() + 0.002
+
+    def _zmq_socket(self, address: str) -> zmq.Socket:
+        sock = self._ctx.socket(zmq.PUSH)
+        sock.sndhwm = HWM
+        sock.linger = 2000
+        sock.reconnect_ivl = 10
+        sock.reconnect_ivl_max = 500
+        secret = self.credentials.get(address, self._secret)
+        if is_private(address):
+            sock.plain_username = _USER
+            sock.plain_password = secret
+        else:
+            public, secret_key = curve_keys(secret)
+            sock.curve_serverkey = public
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret_key
+        sock.connect(address)
+        return sock
 
     def forget(self, address: str) -> None:
         """Closes the link to a peer that is gone, dropping whatever it still queued."""
@@ -371,7 +489,10 @@ class Outbox:
             link = self._links.pop(address, None)
         if link is not None:
             with link.lock:
-                link.sock.close(0)
+                if link.lane is not None:
+                    link.lane.close()
+                elif link.sock is not None:
+                    link.sock.close(0)
         self.backlogged.discard(address)
 
     def close(self, linger_ms: int = 2000) -> None:
@@ -380,9 +501,24 @@ class Outbox:
             self._closed = True
             links = list(self._links.values())
             self._links.clear()
+        deadline = time.monotonic() + linger_ms / 1000
         for link in links:
+            if link.lane is not None:
+                self._close_lane(link, link.lane, deadline)
+                continue
             with link.lock:
-                link.sock.close(linger_ms)
+                if link.sock is not None:
+                    link.sock.close(linger_ms)
+
+    @staticmethod
+    def _close_lane(link: _Link, lane: _lane.Link, deadline: float) -> None:
+        """Writes what the lane still holds (until `deadline`), then closes it."""
+        while True:
+            with link.lock:
+                if lane.write() or time.monotonic() >= deadline:
+                    lane.close()
+                    return
+            lane.wait_writable(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 def _try_send(sock: zmq.Socket, parts: list[Any]) -> bool:

@@ -1,0 +1,342 @@
+"""Lanes (`monarch._wire._lane`): same-host links that bypass zmq, read by the loop itself.
+
+Order, big frames, a peer that is not listening yet, a peer without lanes, a wrong secret,
+garbage on the stream, back-pressure and a dead peer, closing with messages still queued."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+import zmq
+from waiting import wait_until
+
+from monarch._wire import _lane, _transport
+from monarch._wire._messages import Call, Notice, encode
+from monarch._wire._transport import Inbox, Outbox, PeerGone
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def ctx():
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def lanes(monkeypatch):
+    monkeypatch.setenv("MONARCH_LANES", "1")
+
+
+def pump_until(inbox: Inbox, count: int, outbox: Outbox | None = None,
+               timeout: float = 20.0) -> list:
+    """Reads the inbox (zmq and lanes, as the runtime's loop does) until `count` messages came
+    (one poll at least); flushes `outbox` meanwhile. Returns [(msg, frames)]."""
+    got: list = []
+    deadline = time.monotonic() + timeout
+    first = True
+    while first or len(got) < count:
+        first = False
+        assert time.monotonic() < deadline, f"{len(got)} of {count} messages came"
+        if outbox is not None:
+            outbox.flush()
+        poller = zmq.Poller()
+        sock, zap, monitor = inbox.poll_sockets()
+        for s in (sock, zap, monitor):
+            poller.register(s, zmq.POLLIN)
+        lane = inbox.lane
+        if lane is not None:
+            poller.register(lane.sock.fileno(), zmq.POLLIN)
+            for fd in lane.conns:
+                poller.register(fd, zmq.POLLIN)
+        for target, _ in poller.poll(10):
+            if target is zap:
+                inbox.service_zap()
+            elif target is monitor:
+                inbox.service_monitor()
+            elif target is sock:
+                while (item := inbox.recv_nowait()) is not None:
+                    got.append(item)
+            elif lane is not None and target == lane.sock.fileno():
+                lane.accept()
+            elif lane is not None and target in lane.conns:
+                conn = lane.conns[target]
+                out: list = []
+                alive = conn.read(out)
+                for parts in out:
+                    item = inbox.lane_message(parts)
+                    if item is not None:
+                        got.append(item)
+                if not alive:
+                    if conn.denied:
+                        inbox.stats.denied_peers += 1
+                    elif conn.broken:
+                        inbox.stats.bad_frames += 1
+                    lane.drop(conn)
+    return got
+
+
+def kinds(outbox: Outbox, address: str) -> str:
+    link = outbox._links[address]
+    return "lane" if link.lane is not None else "pending" if link.pending else "zmq"
+
+
+def test_messages_go_by_the_lane_in_order_big_frames_whole(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/a.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        assert inbox.lane is not None and os.path.exists(f"{tmp_path}/a.lane")
+        big = os.urandom(3 << 20)  # bigger than _lane.BIG: read straight into its own buffer
+        got: list = []
+        reader = threading.Thread(target=lambda: got.extend(pump_until(inbox, 502)))
+        reader.start()  # a blocking send of a big message waits until it has been read
+        for i in range(500):
+            outbox.send(inbox.address, Notice("n", i))
+        outbox.send(inbox.address, Call("s", "m", "f", "p", (), 0, 1, ((1, 1),), None, None,
+                                        0, 2), [b"small", memoryview(big)])
+        outbox.send(inbox.address, Notice("after", 1))
+        assert kinds(outbox, inbox.address) == "lane"
+        reader.join(timeout=30)
+        assert [m.body for m, _ in got[:500]] == list(range(500))
+        call, frames = got[500]
+        assert call.method == "f" and [f.bytes for f in frames] == [b"small", big]
+        assert got[501][0].topic == "after"
+        assert inbox.stats.received == 502 and inbox.stats.bad_frames == 0
+    finally:
+        outbox.close(0)
+        inbox.close()
+    assert not os.path.exists(f"{tmp_path}/a.lane")
+
+
+def test_messages_to_a_peer_not_listening_yet_wait_then_go_by_its_lane(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    address = f"ipc://{tmp_path}/late.sock"
+    outbox = Outbox(ctx, secret)
+    for i in range(50):
+        outbox.send(address, Notice("early", i))  # nothing listens: they wait, nobody blocks
+    assert kinds(outbox, address) == "pending" and outbox.backlogged == {address}
+    inbox = Inbox(ctx, secret, address)
+    try:
+        outbox.send(address, Notice("late", 50))
+        got = pump_until(inbox, 51, outbox)
+        assert [m.body for m, _ in got] == list(range(51))
+        assert kinds(outbox, address) == "lane" and not outbox.backlogged
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
+def test_a_peer_without_lanes_is_reached_by_zmq_in_order(ctx, monkeypatch, tmp_path):
+    secret = os.urandom(32)
+    address = f"ipc://{tmp_path}/plain.sock"
+    monkeypatch.setenv("MONARCH_LANES", "1")
+    outbox = Outbox(ctx, secret)
+    for i in range(20):
+        outbox.send(address, Notice("early", i))  # before the peer is up: they wait
+    monkeypatch.setenv("MONARCH_LANES", "0")
+    inbox = Inbox(ctx, secret, address)  # a peer that has no lane
+    try:
+        assert inbox.lane is None
+        got = pump_until(inbox, 20, outbox)
+        outbox.send(address, Notice("later", 20))
+        got += pump_until(inbox, 1, outbox)
+        assert [m.body for m, _ in got] == list(range(21)) and kinds(outbox, address) == "zmq"
+        other = Outbox(ctx, secret)  # a new link to it: zmq at once
+        monkeypatch.setenv("MONARCH_LANES", "1")
+        other.lanes = True
+        other.send(address, Notice("x", 0))
+        assert kinds(other, address) == "zmq"
+        assert pump_until(inbox, 1)[0][0].topic == "x"
+        other.close(0)
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
+def raw_lane(inbox: Inbox) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    assert inbox.lane is not None
+    sock.connect(inbox.lane.path)
+    return sock
+
+
+def test_a_wrong_secret_is_refused_and_counted(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/auth.sock")
+    intruder = raw_lane(inbox)
+    wrong = os.urandom(32)
+    intruder.sendall(_lane.MAGIC + struct.pack("<I", len(wrong)) + wrong)
+    body = encode(Notice("evil", 1))
+    intruder.sendall(struct.pack("<IQ", 1, len(body)) + body)
+    outbox = Outbox(ctx, secret)
+    try:
+        outbox.send(inbox.address, Notice("good", 1))
+        got = pump_until(inbox, 1, outbox)
+        deadline = time.monotonic() + 20
+        while inbox.stats.denied_peers == 0:
+            assert time.monotonic() < deadline, "the wrong secret was not refused"
+            got += pump_until(inbox, 0)
+        assert [m.topic for m, _ in got] == ["good"]
+        intruder.settimeout(20)
+        assert intruder.recv(16) == b""  # refused: the listener closed it
+    finally:
+        intruder.close()
+        outbox.close(0)
+        inbox.close()
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack("<I", 0),                       # a message of no parts
+    struct.pack("<I", _lane.MAX_PARTS + 1),     # more parts than any message has
+    b"GET / HTTP/1.1\r\n\r\n",                  # not even the magic
+])
+def test_garbage_on_a_lane_drops_that_connection_only(ctx, lanes, tmp_path, garbage):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/g.sock")
+    peer = raw_lane(inbox)
+    if not garbage.startswith(b"GET"):
+        peer.sendall(_lane.MAGIC + struct.pack("<I", len(secret)) + secret)
+        body = encode(Notice("before", 0))
+        peer.sendall(struct.pack("<IQ", 1, len(body)) + body)
+    peer.sendall(garbage)
+    outbox = Outbox(ctx, secret)
+    try:
+        expected = [] if garbage.startswith(b"GET") else ["before"]
+        got = pump_until(inbox, len(expected))
+        refused = lambda: inbox.stats.bad_frames + inbox.stats.denied_peers  # noqa: E731
+        while not refused():
+            got += pump_until(inbox, 0)
+        assert refused() == 1
+        peer.settimeout(20)
+        assert peer.recv(16) == b""  # the listener closed it
+        outbox.send(inbox.address, Notice("after", 1))  # the inbox still works
+        got += pump_until(inbox, 1, outbox)
+        assert [m.topic for m, _ in got] == [*expected, "after"]
+    finally:
+        peer.close()
+        outbox.close(0)
+        inbox.close()
+
+
+def test_a_well_framed_message_that_is_not_one_is_counted_and_the_lane_goes_on(ctx, lanes,
+                                                                                 tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/m.sock")
+    peer = raw_lane(inbox)
+    peer.sendall(_lane.MAGIC + struct.pack("<I", len(secret)) + secret)
+    junk = b"\xc1not msgpack"
+    peer.sendall(struct.pack("<IQ", 1, len(junk)) + junk)
+    body = encode(Notice("fine", 2))
+    peer.sendall(struct.pack("<IQ", 1, len(body)) + body)
+    try:
+        got = pump_until(inbox, 1)
+        assert [m.topic for m, _ in got] == ["fine"] and inbox.stats.bad_frames == 1
+    finally:
+        peer.close()
+        inbox.close()
+
+
+def test_back_pressure_on_a_lane_then_a_dead_peer_raises_instead_of_hanging(ctx, lanes,
+                                                                            tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/bp.sock")
+    dead: set[str] = set()
+    outbox = Outbox(ctx, secret, dead.__contains__)
+    outbox.send(inbox.address, Notice("first", 0))
+    assert kinds(outbox, inbox.address) == "lane"
+    lane = outbox._links[inbox.address].lane
+    result: list = []
+    sent = 0
+
+    def flood() -> None:
+        nonlocal sent
+        try:
+            for i in range(1_000_000):  # nobody reads: the socket fills up
+                outbox.send(inbox.address, Notice("x", i), [b"y" * 4096])
+                sent += 1
+        except PeerGone as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=flood)
+    thread.start()
+    try:
+        wait_until(lambda: lane.backlog or not thread.is_alive(),
+                   "the sender waits for its message to leave", interval=0.01)
+        assert thread.is_alive() and sent < 1_000_000
+        dead.add(inbox.address)  # the peer dies while the sender waits
+        thread.join(timeout=10)
+        assert not thread.is_alive() and isinstance(result[0], PeerGone)
+    finally:
+        dead.add(inbox.address)
+        thread.join(timeout=10)
+        outbox.close(0)
+        inbox.close()
+
+
+def test_a_lane_that_is_not_read_times_out(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/slow.sock")
+    outbox = Outbox(ctx, secret)
+    outbox.delivery_timeout = 0.5
+    try:
+        with pytest.raises(PeerGone, match="not taken within 0.5 s"):
+            for i in range(1_000_000):
+                outbox.send(inbox.address, Notice("x", i), [b"y" * 65536])
+        assert outbox.backlogged == {inbox.address}  # what is half in the stream still goes
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
+def test_loop_sends_queue_and_close_lets_them_leave(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/q.sock")
+    outbox = Outbox(ctx, secret)
+    payload = b"z" * 65536
+    for i in range(64):  # 4 MiB: more than the socket holds
+        outbox.send(inbox.address, Notice("q", [i, payload]), block=False)
+    assert outbox.backlogged == {inbox.address}
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(pump_until(inbox, 64)))
+    reader.start()
+    try:
+        outbox.close(linger_ms=20_000)  # writes what is queued while the reader reads
+        reader.join(timeout=30)
+        assert [m.body[0] for m, _ in got] == list(range(64))
+        assert all(m.body[1] == payload for m, _ in got)
+    finally:
+        reader.join(timeout=30)
+        inbox.close()
+
+
+def test_a_peer_that_went_away_does_not_hang_a_sender(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/gone.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        outbox.send(inbox.address, Notice("one", 1))
+        pump_until(inbox, 1, outbox)
+        inbox.close()  # the peer's lane and its connections close
+        for i in range(1000):  # lost, as with zmq to a peer whose death is not known yet
+            outbox.send(inbox.address, Notice("lost", i), [b"w" * 1024])
+        assert outbox._links[inbox.address].lane.broken
+    finally:
+        outbox.close(0)
+
+
+def test_lane_paths_fit_a_unix_socket_and_name_one_endpoint_each():
+    assert _lane.lane_path("ipc:///tmp/x/ctl.sock") == "/tmp/x/ctl.lane"
+    assert _lane.lane_path("ipc://@monarch-job-ctl") == "\0monarch-job-ctl.lane"
+    assert _lane.lane_path("tcp://127.0.0.1:5555") is None
+    long_a = "ipc:///" + "d" * 120 + "/a.sock"
+    long_b = "ipc:///" + "d" * 120 + "/b.sock"
+    path_a, path_b = _lane.lane_path(long_a), _lane.lane_path(long_b)
+    assert path_a.startswith("\0") and len(path_a) <= 107 and path_a != path_b
+    assert _transport.is_private("ipc:///tmp/x/ctl.sock")
