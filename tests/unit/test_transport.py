@@ -36,6 +36,12 @@ def pump(inbox: Inbox, seconds: float) -> list:
     return got
 
 
+@pytest.fixture(autouse=True)
+def zmq_links_only(monkeypatch):
+    """These tests are of the zmq links; lanes have their own (test_lane.py)."""
+    monkeypatch.setenv("MONARCH_LANES", "0")
+
+
 @pytest.fixture
 def ctx():
     context = zmq.Context()
