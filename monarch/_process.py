@@ -426,7 +426,11 @@ class ProcessRuntime:
     def _drain_lane(self, conn: Any) -> None:
         """Reads one lane connection and handles its whole messages, as `_drain_inbox`."""
         out: list[list[Any]] = []
-        alive = conn.read(out)
+        try:
+            alive = conn.read(out)
+        except Exception:  # noqa: BLE001 - a connection's fault must not end the loop
+            conn.broken, alive = True, False
+            self._guarded(_reraise_current)
         lane_message = self.inbox.lane_message
         for parts in out:
             got = lane_message(parts)

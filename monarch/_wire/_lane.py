@@ -33,6 +33,9 @@ MAGIC = b"MONARCH-LANE-1\0\0"
 MAX_PARTS = 1 << 16
 """More parts than this in one message is garbage, not a message."""
 
+MAX_PART = 1 << 40
+"""A part longer than this (1 TiB) is garbage: the connection is dropped."""
+
 BIG = 1 << 20
 """A part at least this long is read straight into a buffer of its own (one copy)."""
 
@@ -231,7 +234,14 @@ class Connection:
                     pos += size
                     continue
                 if size >= BIG:
-                    self._big = bytearray(size)
+                    if size > MAX_PART:
+                        self.broken = True
+                        return
+                    try:
+                        self._big = bytearray(size)
+                    except MemoryError:
+                        self.broken = True  # a length no message of ours has
+                        return
                     self._big_view = memoryview(self._big)
                     self._big_view[:have] = buf[pos:]
                     self._filled = have

@@ -196,6 +196,7 @@ def test_a_wrong_secret_is_refused_and_counted(ctx, lanes, tmp_path):
     struct.pack("<I", 0),                       # a message of no parts
     struct.pack("<I", _lane.MAX_PARTS + 1),     # more parts than any message has
     b"GET / HTTP/1.1\r\n\r\n",                  # not even the magic
+    struct.pack("<IQ", 1, 1 << 62),             # a part longer than MAX_PART
 ])
 def test_garbage_on_a_lane_drops_that_connection_only(ctx, lanes, tmp_path, garbage):
     secret = os.urandom(32)
