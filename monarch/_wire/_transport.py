@@ -293,6 +293,9 @@ class _Link:
     backlog: collections.deque
     lane: _lane.Link | None = None
     """Set when the link is a lane (then `backlog` is unused)."""
+    closed: bool = False
+    """Forgotten (its peer died) or the outbox closed: a sender that took the link just before
+    gets PeerGone, not an error of a closed socket."""
     pending: bool = False
     """Lanes on, and nothing listens at the address yet: messages wait in `backlog` until the
     peer listens, then go by its lane, or by zmq when it has none (`Outbox._resolve`)."""
@@ -333,6 +336,8 @@ class Outbox:
         link = self._links.get(address) or self._connect(address)
         if link.lane is None and link.pending:
             with link.lock:
+                if link.closed:
+                    raise PeerGone(address)
                 if link.pending:
                     self._resolve(address, link)
                 if link.pending:
@@ -346,6 +351,8 @@ class Outbox:
             self._send_lane(address, link, link.lane, parts, block)
             return
         with link.lock:
+            if link.closed:
+                raise PeerGone(address)
             if not link.backlog and _try_send(link.sock, parts):
                 return
             if not block:
@@ -368,12 +375,16 @@ class Outbox:
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
             with link.lock:
+                if link.closed:
+                    raise PeerGone(address)
                 if not link.backlog and _try_send(link.sock, parts):
                     return
 
     def _send_lane(self, address: str, link: _Link, lane: _lane.Link, parts: list[Any],
                    block: bool) -> None:
         with link.lock:
+            if link.closed:
+                raise PeerGone(address)
             lane.put(parts)
             if not lane.backlog:
                 return
@@ -391,6 +402,8 @@ class Outbox:
                                         f"{self.delivery_timeout:g} s (message_delivery_timeout)")
             lane.wait_writable(0.05)
             with link.lock:
+                if link.closed:
+                    raise PeerGone(address)
                 lane.write()
                 if lane.written >= mark or lane.broken:
                     return
@@ -489,6 +502,7 @@ class Outbox:
             link = self._links.pop(address, None)
         if link is not None:
             with link.lock:
+                link.closed = True
                 if link.lane is not None:
                     link.lane.close()
                 elif link.sock is not None:
@@ -507,6 +521,7 @@ class Outbox:
                 self._close_lane(link, link.lane, deadline)
                 continue
             with link.lock:
+                link.closed = True
                 if link.sock is not None:
                     link.sock.close(linger_ms)
 
@@ -516,6 +531,7 @@ class Outbox:
         while True:
             with link.lock:
                 if lane.write() or time.monotonic() >= deadline:
+                    link.closed = True
                     lane.close()
                     return
             lane.wait_writable(min(0.05, max(0.0, deadline - time.monotonic())))

@@ -341,3 +341,20 @@ def test_lane_paths_fit_a_unix_socket_and_name_one_endpoint_each():
     path_a, path_b = _lane.lane_path(long_a), _lane.lane_path(long_b)
     assert path_a.startswith("\0") and len(path_a) <= 107 and path_a != path_b
     assert _transport.is_private("ipc:///tmp/x/ctl.sock")
+
+
+def test_a_send_on_a_lane_forgotten_meanwhile_is_peer_gone(ctx, lanes, tmp_path):
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/forgotten.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        outbox.send(inbox.address, Notice("before", 0))
+        assert kinds(outbox, inbox.address) == "lane"
+        stale = outbox._links[inbox.address]
+        outbox.forget(inbox.address)
+        outbox._links[inbox.address] = stale  # as taken by the sender just before `forget`
+        with pytest.raises(PeerGone):
+            outbox.send(inbox.address, Notice("after", 1))
+    finally:
+        outbox.close(0)
+        inbox.close()

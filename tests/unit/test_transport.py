@@ -160,3 +160,24 @@ def test_a_port_held_for_good_is_refused(ctx, monkeypatch):
         assert caught.value.errno == zmq.EADDRINUSE
     finally:
         holder.close()
+
+
+def test_a_send_on_a_link_forgotten_meanwhile_is_peer_gone(ctx, tmp_path):
+    """A sender takes its link, then the loop forgets it (the peer died) and closes its socket
+    before the sender locks it: PeerGone, as for any dead peer, not zmq's "Socket operation
+    on non-socket" (seen under load in test_kill_random_ranks_under_steady_load)."""
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/forgotten.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        outbox.send(inbox.address, Notice("before", 0))
+        stale = outbox._links[inbox.address]
+        outbox.forget(inbox.address)
+        outbox._links[inbox.address] = stale  # as taken by the sender just before `forget`
+        with pytest.raises(PeerGone):
+            outbox.send(inbox.address, Notice("after", 1))
+        with pytest.raises(PeerGone):
+            outbox.send(inbox.address, Notice("after", 2), block=False)
+    finally:
+        outbox.close(0)
+        inbox.close()
