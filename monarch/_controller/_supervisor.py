@@ -49,6 +49,8 @@ class ProcRecord:
     bootstrapping: bool = False
     """Its proc mesh has a bootstrap, which has not returned yet (the proc is not ready)."""
     boot_error: tuple[Any, str] | None = None
+    exit_waiting: int | None = None
+    """Its exit status, while its end waits for its bootstrap_failed (see `proc_gone`)."""
     boot_failed_at: int = 0  # the order its bootstrap_failed arrived in: the first is reported
     """(exception, remote traceback) of its bootstrap, which raised: the proc then exits, and
     `ProcMesh.initialized` (not supervision) reports it."""
@@ -176,10 +178,24 @@ class Supervisor:
         if record is not None:
             self.proc_gone(record, status)
 
-    def proc_gone(self, record: ProcRecord, status: int, reason: str | None = None) -> None:
+    def proc_gone(self, record: ProcRecord, status: int, reason: str | None = None,
+                  waited: bool = False) -> None:
         """Records a proc's end: expected (stopping) or a failure of everything on it."""
         if record.state in (STOPPED, FAILED):
             return
+        if (record.bootstrapping and record.boot_error is None and status == 1
+                and record.state != STOPPING and not waited):
+            # Its bootstrap raised, most likely: it tells why (`bootstrap_failed`) on its own
+            # link just before it exits 1, and its exit comes on the agent's. Wait for the
+            # why, as for a dead proc's last notices (`_proc_failed`), so `initialized`
+            # reports the bootstrap's error and supervision hears nothing.
+            if record.exit_waiting is None:
+                record.exit_waiting = status
+                mark, deadline = self.runtime.idle_polls, time.monotonic() + ATTRIBUTION_MAX_S
+                self.runtime.call_later(ATTRIBUTION_GRACE_S,
+                                        lambda: self._exit_after_wait(record, mark, deadline))
+            return
+        record.exit_waiting = None
         record.status = status
         if record.state == STOPPING:
             record.state = STOPPED
@@ -296,6 +312,15 @@ class Supervisor:
             "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
                       f"  {reason}"})
 
+    def _exit_after_wait(self, record: ProcRecord, mark: int, deadline: float) -> None:
+        status = record.exit_waiting
+        if status is None:
+            return  # its bootstrap_failed came, and with it its end
+        if self.runtime.idle_polls == mark and time.monotonic() < deadline:
+            self.runtime.call_later(0.05, lambda: self._exit_after_wait(record, mark, deadline))
+            return
+        self.proc_gone(record, status, waited=True)
+
     # -- readiness (ProcMesh.initialized) ------------------------------------------------------
     def bootstrapped(self, body: dict[str, Any]) -> None:
         record = self.procs.get(body["proc"])
@@ -308,6 +333,8 @@ class Supervisor:
         if record is not None:
             record.boot_error = _serial.loads(body["error"])
             record.boot_failed_at = next(_ARRIVALS)
+            if record.exit_waiting is not None:  # its exit came first: it ends now
+                self.proc_gone(record, record.exit_waiting)
             self._settle_ready()
 
     def ready(self, procs: str, ranks: list[int]) -> Future[bool]:

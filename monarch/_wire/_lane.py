@@ -60,7 +60,7 @@ def lane_path(address: str) -> str | None:
     path = address.removeprefix("ipc://")
     if path.startswith("@"):
         return "\0" + path[1:] + ".lane"
-    lane = (path[:-5] if path.endswith(".sock") else path) + ".lane"
+    lane = path.removesuffix(".sock") + ".lane"
     if len(lane) <= _SUN_PATH_MAX:
         return lane
     return "\0monarch-lane-" + hashlib.sha1(address.encode()).hexdigest()[:24]
