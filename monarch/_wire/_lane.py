@@ -39,7 +39,7 @@ MAX_PART = 1 << 40
 BIG = 1 << 20
 """A part at least this long is read straight into a buffer of its own (one copy)."""
 
-CHUNK = 1 << 18
+CHUNK = 1 << 16
 """How much one read takes at most when no big part is being filled."""
 
 _U32 = struct.Struct("<I")
@@ -180,11 +180,10 @@ class Connection:
             if not data:
                 return False
             if self._pos == len(self._buf):
-                self._buf = bytearray(data)
-                self._pos = 0
+                self._parse(out, data)  # nothing left over: parse the bytes as they came
             else:
                 self._buf += data
-            self._parse(out)
+                self._parse(out, self._buf)
             if self.broken:
                 return False
             if len(out) >= 10_000:
@@ -192,8 +191,13 @@ class Connection:
             if len(data) < CHUNK and self._big is None:
                 return True  # the socket is drained: skip the read that would find nothing
 
-    def _parse(self, out: list[list[Any]]) -> None:
-        buf, pos = self._buf, self._pos
+    def _parse(self, out: list[list[Any]], buf: bytes | bytearray | None = None) -> None:
+        """Takes whole messages out of `buf` (what is left over, or the bytes just read when
+        nothing was) from `_pos` on; keeps what is left in `_buf`."""
+        if buf is None:
+            buf, pos = self._buf, self._pos
+        else:
+            pos = self._pos if buf is self._buf else 0
         while True:
             if not self.authed:
                 if not MAGIC.startswith(buf[pos:pos + len(MAGIC)]):
@@ -230,7 +234,8 @@ class Connection:
                 size = lengths[len(self._parts)]
                 have = len(buf) - pos
                 if have >= size:
-                    self._parts.append(zmq.Frame(bytes(buf[pos:pos + size])))
+                    part = buf[pos:pos + size]
+                    self._parts.append(zmq.Frame(part if type(part) is bytes else bytes(part)))
                     pos += size
                     continue
                 if size >= BIG:
@@ -254,6 +259,9 @@ class Connection:
             self._lengths = None
         if pos == len(buf):
             self._buf = bytearray()
+            self._pos = 0
+        elif buf is not self._buf:
+            self._buf = bytearray(buf[pos:])  # the start of a message: kept for the next read
             self._pos = 0
         else:
             self._pos = pos

@@ -358,3 +358,37 @@ def test_a_send_on_a_lane_forgotten_meanwhile_is_peer_gone(ctx, lanes, tmp_path)
     finally:
         outbox.close(0)
         inbox.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_messages_cut_anywhere_by_the_stream_come_out_whole(ctx, lanes, tmp_path, seed):
+    """The stream may split a message at any byte (and join several): the reader keeps what
+    is left over and hands out exactly the messages that were written."""
+    import random
+
+    rnd = random.Random(seed)
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/cut.sock")
+    peer = raw_lane(inbox)
+    frames = [os.urandom(rnd.choice([0, 1, 100, 70_000, _lane.BIG + 3])) for _ in range(12)]
+    stream = bytearray(_lane.MAGIC + struct.pack("<I", len(secret)) + secret)
+    for i, frame in enumerate(frames):
+        envelope = encode(Call("s", "m", "f", "p", (), 0, 1, ((i + 1, 1),), None, None, 0, 1))
+        stream += struct.pack("<IQQ", 2, len(envelope), len(frame)) + envelope + frame
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(pump_until(inbox, len(frames))))
+    reader.start()
+    try:
+        at = 0
+        while at < len(stream):
+            step = rnd.choice([1, 2, 7, 13, 4096, 65_537, 300_000])
+            peer.sendall(stream[at:at + step])
+            at += step
+        reader.join(timeout=30)
+        assert [call.seqs for call, _ in got] == [((i + 1, 1),) for i in range(len(frames))]
+        assert [parts[0].bytes for _, parts in got] == frames
+        assert inbox.stats.bad_frames == 0
+    finally:
+        peer.close()
+        reader.join(timeout=30)
+        inbox.close()
