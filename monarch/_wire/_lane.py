@@ -72,6 +72,7 @@ def can_wait(address: str) -> bool:
     peer without lanes). An abstract name cannot be looked up: it never waits."""
     path = address.removeprefix("ipc://")
     return not path.startswith("@") and not os.path.exists(path)
+    # (a peer that never comes: the link turns zmq after `_transport.PENDING_S`)
 
 
 class Listener:

@@ -28,6 +28,10 @@ from ._messages import WireError, decode, encode
 
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _USER = b"monarch"
+PENDING_S = 10.0
+"""How long messages wait for a lane at an address where nothing listens yet before the link
+turns zmq (a peer that never came, or one that went away cleanly)."""
+
 HWM = 100_000
 """Messages queued per link before a blocking sender waits (back-pressure)."""
 
@@ -300,6 +304,8 @@ class _Link:
     """Lanes on, and nothing listens at the address yet: messages wait in `backlog` until the
     peer listens, then go by its lane, or by zmq when it has none (`Outbox._resolve`)."""
     next_try: float = 0.0
+    since: float = 0.0
+    """When the link was made (a pending link turns zmq after `PENDING_S`)."""
 
 
 class Outbox:
@@ -464,6 +470,8 @@ class Outbox:
         zmq inbox is there, its lane is not: it has none, as a lane is bound before the inbox);
         moves what waited, in order. Caller holds `link.lock` (or owns the new link)."""
         lane = _lane.Link.connect(address, self.credentials.get(address, self._secret))
+        if not link.since:
+            link.since = time.monotonic()
         if lane is not None:
             link.lane = lane
             link.pending = False
@@ -471,6 +479,13 @@ class Outbox:
                 lane.put(parts)
             link.backlog.clear()
         elif not _lane.can_wait(address):
+            link.sock = self._zmq_socket(address)
+            link.pending = False
+            while link.backlog and _try_send(link.sock, link.backlog[0]):
+                link.backlog.popleft()
+        elif time.monotonic() - link.since > PENDING_S:
+            # nobody came: zmq from now on, which keeps the messages and connects if the
+            # peer ever listens (as without lanes), instead of this process looking forever
             link.sock = self._zmq_socket(address)
             link.pending = False
             while link.backlog and _try_send(link.sock, link.backlog[0]):

@@ -392,3 +392,29 @@ def test_messages_cut_anywhere_by_the_stream_come_out_whole(ctx, lanes, tmp_path
         peer.close()
         reader.join(timeout=30)
         inbox.close()
+
+
+def test_messages_for_an_address_where_nobody_comes_go_to_zmq_in_the_end(ctx, lanes,
+                                                                         monkeypatch, tmp_path):
+    """A link does not wait for a lane forever (a peer that never came, or one that ended
+    cleanly and took its sockets with it): it turns zmq, which keeps the messages and delivers
+    them, in order, if a peer ever listens there."""
+    monkeypatch.setattr(_transport, "PENDING_S", 0.2)
+    secret = os.urandom(32)
+    address = f"ipc://{tmp_path}/never.sock"
+    outbox = Outbox(ctx, secret)
+    try:
+        for i in range(5):
+            outbox.send(address, Notice("early", i))
+        wait_until(lambda: (outbox.flush(), kinds(outbox, address) == "zmq")[1],
+                   "the link turned zmq", interval=0.02)
+        assert not outbox.backlogged
+        monkeypatch.setenv("MONARCH_LANES", "0")
+        inbox = Inbox(ctx, secret, address)  # someone listens after all (zmq only)
+        try:
+            outbox.send(address, Notice("late", 5))
+            assert [m.body for m, _ in pump_until(inbox, 6)] == list(range(6))
+        finally:
+            inbox.close()
+    finally:
+        outbox.close(0)
