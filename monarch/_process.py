@@ -394,29 +394,32 @@ class ProcessRuntime:
 
     def _drain_inbox(self, sock: Any) -> None:
         recv = self.inbox.recv_nowait
-        kind_handlers = self.kind_handlers
+        handle = self._handle
         for _ in range(10_000):  # bounded, so timers and calls get their turn
             got = recv(sock)
             if got is None:
                 return
-            msg, frames = got
-            kind = type(msg)
-            try:
-                if kind is Call:
-                    self._on_call(msg, frames)
-                elif kind is Batch:
-                    self._on_batch(msg, frames)
-                elif kind is Reply:
-                    self._on_reply(msg, frames)
-                elif kind is Notice:
-                    self._on_notice(msg)
-                else:
-                    handler = kind_handlers.get(kind)
-                    if handler is not None:
-                        handler(msg, frames)
-            except Exception:  # noqa: BLE001 - one bad message must not end the loop
-                self.inbox.stats.bad_frames += 1
-                self._guarded(_reraise_current)
+            handle(*got)
+
+    def _handle(self, msg: Any, frames: list[Any]) -> None:
+        """Handles one received message (from the zmq inbox or a lane) by its kind."""
+        kind = type(msg)
+        try:
+            if kind is Call:
+                self._on_call(msg, frames)
+            elif kind is Batch:
+                self._on_batch(msg, frames)
+            elif kind is Reply:
+                self._on_reply(msg, frames)
+            elif kind is Notice:
+                self._on_notice(msg)
+            else:
+                handler = self.kind_handlers.get(kind)
+                if handler is not None:
+                    handler(msg, frames)
+        except Exception:  # noqa: BLE001 - one bad message must not end the loop
+            self.inbox.stats.bad_frames += 1
+            self._guarded(_reraise_current)
 
     def _accept_lanes(self) -> None:
         lane = self.inbox.lane
@@ -434,20 +437,8 @@ class ProcessRuntime:
         lane_message = self.inbox.lane_message
         for parts in out:
             got = lane_message(parts)
-            if got is None:
-                continue
-            msg, frames = got
-            kind = type(msg)
-            try:
-                if kind is Call:
-                    self._on_call(msg, frames)
-                elif kind is Reply:
-                    self._on_reply(msg, frames)
-                else:
-                    self._on_other(kind, msg, frames)
-            except Exception:  # noqa: BLE001 - one bad message must not end the loop
-                self.inbox.stats.bad_frames += 1
-                self._guarded(_reraise_current)
+            if got is not None:
+                self._handle(*got)
         if not alive:
             stats = self.inbox.stats
             if conn.denied:
@@ -456,16 +447,6 @@ class ProcessRuntime:
                 stats.bad_frames += 1
             self.inbox.lane.drop(conn)  # type: ignore[union-attr]
             self._handlers = None
-
-    def _on_other(self, kind: type, msg: Any, frames: list[Any]) -> None:
-        if kind is Batch:
-            self._on_batch(msg, frames)
-        elif kind is Notice:
-            self._on_notice(msg)
-        else:
-            handler = self.kind_handlers.get(kind)
-            if handler is not None:
-                handler(msg, frames)
 
     def _on_batch(self, msg: Batch, frames: list[Any]) -> None:
         offset = 0

@@ -25,7 +25,7 @@ import os
 import select
 import socket
 import struct
-from typing import Any, Callable
+from typing import Any
 
 import zmq
 
@@ -69,10 +69,10 @@ def lane_path(address: str) -> str | None:
 def can_wait(address: str) -> bool:
     """True when a sender may hold messages for `address` until a lane listens there: its
     peer has not bound its inbox yet (a lane is bound first, so an inbox without one means a
-    peer without lanes). An abstract name cannot be looked up: it never waits."""
+    peer without lanes). An abstract name cannot be looked up: it never waits. (A peer that
+    never comes: the link turns zmq after `_transport.PENDING_S`.)"""
     path = address.removeprefix("ipc://")
     return not path.startswith("@") and not os.path.exists(path)
-    # (a peer that never comes: the link turns zmq after `_transport.PENDING_S`)
 
 
 class Listener:
@@ -363,14 +363,3 @@ class Link:
     def close(self) -> None:
         self.sock.close()
 
-
-def drain(listener: Listener, conn: Connection, deliver: Callable[[list[Any]], None]) -> bool:
-    """Reads `conn` and delivers each whole message's parts; False once the connection ended
-    (then dropped from the listener)."""
-    out: list[list[Any]] = []
-    alive = conn.read(out)
-    for parts in out:
-        deliver(parts)
-    if not alive:
-        listener.drop(conn)
-    return alive

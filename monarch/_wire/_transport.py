@@ -478,14 +478,10 @@ class Outbox:
             for parts in link.backlog:
                 lane.put(parts)
             link.backlog.clear()
-        elif not _lane.can_wait(address):
-            link.sock = self._zmq_socket(address)
-            link.pending = False
-            while link.backlog and _try_send(link.sock, link.backlog[0]):
-                link.backlog.popleft()
-        elif time.monotonic() - link.since > PENDING_S:
-            # nobody came: zmq from now on, which keeps the messages and connects if the
-            # peer ever listens (as without lanes), instead of this process looking forever
+        elif not _lane.can_wait(address) or time.monotonic() - link.since > PENDING_S:
+            # a peer without a lane; or nobody came: zmq from now on, which keeps the messages
+            # and connects if the peer ever listens (as without lanes), instead of this
+            # process looking forever
             link.sock = self._zmq_socket(address)
             link.pending = False
             while link.backlog and _try_send(link.sock, link.backlog[0]):
