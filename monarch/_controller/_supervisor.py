@@ -185,15 +185,13 @@ class Supervisor:
             return
         if (record.bootstrapping and record.boot_error is None and status == 1
                 and record.state != STOPPING and not waited):
-            # Its bootstrap raised, most likely: it tells why (`bootstrap_failed`) on its own
-            # link just before it exits 1, and its exit comes on the agent's. Wait for the
-            # why, as for a dead proc's last notices (`_proc_failed`), so `initialized`
-            # reports the bootstrap's error and supervision hears nothing.
+            # Its bootstrap raised, most likely: it tells why (`bootstrap_failed`, which ends
+            # it) just before it exits 1. Wait for the why, so `initialized` reports the
+            # bootstrap's error and supervision hears nothing.
             if record.exit_waiting is None:
                 record.exit_waiting = status
-                mark, deadline = self.runtime.idle_polls, time.monotonic() + ATTRIBUTION_MAX_S
-                self.runtime.call_later(ATTRIBUTION_GRACE_S,
-                                        lambda: self._exit_after_wait(record, mark, deadline))
+                self._after_last_notices(lambda: record.exit_waiting is None,
+                                         lambda: self._end_after_wait(record))
             return
         record.exit_waiting = None
         record.status = status
@@ -267,14 +265,27 @@ class Supervisor:
         if lines:
             where["log_tail"] = self.log_tail(record.proc, lines)
         if not self._fail_actors_on(record, reason, where):
-            # No actor to blame yet. The proc's own notices travel on its link, its death on
-            # the agent's: an `actor_started` it sent may still be in flight (or queued behind
-            # a busy inbox), so look again once a moment has passed and the inbox was seen
-            # empty since, before the proc mesh's owner hears instead.
-            mark, deadline = self.runtime.idle_polls, time.monotonic() + ATTRIBUTION_MAX_S
-            self.runtime.call_later(ATTRIBUTION_GRACE_S,
-                                    lambda: self._blame_proc(record, reason, where, mark,
-                                                             deadline))
+            # No actor to blame yet: an `actor_started` it sent may still be in flight, so
+            # look again before the proc mesh's owner hears instead.
+            self._after_last_notices(lambda: self._fail_actors_on(record, reason, where),
+                                     lambda: self._blame_proc(record, reason, where))
+
+    def _after_last_notices(self, came: Callable[[], bool], then: Callable[[], None]) -> None:
+        """Runs `then()` once a dead proc's last notices had time to arrive, unless `came()`
+        says they did first. They travel on its link, its death on the agent's, so they may
+        still be in flight (or queued behind a busy inbox): wait `ATTRIBUTION_GRACE_S`, then
+        until the inbox was seen empty since, `ATTRIBUTION_MAX_S` at most."""
+        mark, deadline = self.runtime.idle_polls, time.monotonic() + ATTRIBUTION_MAX_S
+
+        def check() -> None:
+            if came():
+                return
+            if self.runtime.idle_polls == mark and time.monotonic() < deadline:
+                self.runtime.call_later(0.05, check)
+                return
+            then()
+
+        self.runtime.call_later(ATTRIBUTION_GRACE_S, check)
 
     def _fail_actors_on(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> bool:
         """Fails the live actors the dead proc ran (their owners hear); False if it ran none
@@ -296,14 +307,7 @@ class Supervisor:
                           f"failed:\n  {reason}"})
         return found
 
-    def _blame_proc(self, record: ProcRecord, reason: str, where: dict[str, Any],
-                    mark: int, deadline: float) -> None:
-        if self._fail_actors_on(record, reason, where):
-            return
-        if self.runtime.idle_polls == mark and time.monotonic() < deadline:
-            self.runtime.call_later(0.05, lambda: self._blame_proc(record, reason, where, mark,
-                                                                   deadline))
-            return
+    def _blame_proc(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> None:
         self._failure({  # the proc mesh's owner hears
             "mesh": record.procs, "mesh_name": record.procs, "rank": record.rank,
             "class_name": None, "owner": record.owner or self.runtime.address,
@@ -312,14 +316,10 @@ class Supervisor:
             "report": f"The proc {record.proc} of proc mesh {record.procs} has failed:\n"
                       f"  {reason}"})
 
-    def _exit_after_wait(self, record: ProcRecord, mark: int, deadline: float) -> None:
+    def _end_after_wait(self, record: ProcRecord) -> None:
         status = record.exit_waiting
-        if status is None:
-            return  # its bootstrap_failed came, and with it its end
-        if self.runtime.idle_polls == mark and time.monotonic() < deadline:
-            self.runtime.call_later(0.05, lambda: self._exit_after_wait(record, mark, deadline))
-            return
-        self.proc_gone(record, status, waited=True)
+        if status is not None:
+            self.proc_gone(record, status, waited=True)
 
     # -- readiness (ProcMesh.initialized) ------------------------------------------------------
     def bootstrapped(self, body: dict[str, Any]) -> None:
