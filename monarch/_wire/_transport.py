@@ -456,7 +456,7 @@ class Outbox:
                 return link
             if self._closed:
                 raise PeerGone(address)
-            link = _Link(None, threading.Lock(), collections.deque())
+            link = _Link(None, threading.Lock(), collections.deque(), since=time.monotonic())
             if self.lanes and _lane.lane_path(address) is not None:
                 link.pending = True
                 self._resolve(address, link)
@@ -470,8 +470,6 @@ class Outbox:
         zmq inbox is there, its lane is not: it has none, as a lane is bound before the inbox);
         moves what waited, in order. Caller holds `link.lock` (or owns the new link)."""
         lane = _lane.Link.connect(address, self.credentials.get(address, self._secret))
-        if not link.since:
-            link.since = time.monotonic()
         if lane is not None:
             link.lane = lane
             link.pending = False
