@@ -91,7 +91,58 @@ def default_unhandled_fault_hook(failure: MeshFailure) -> None:
     print(f"Unhandled monarch error on the root actor, hostname={socket.gethostname()}, "
           f"PID={os.getpid()} at time {now}:\n{failure.report()}{tail}", file=sys.stderr,
           flush=True)
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+    _MAIN_INTERRUPT.deliver()
+
+
+class _MainInterrupt:
+    """Ends the main thread with KeyboardInterrupt, and does it again if the interpreter
+    swallowed it.
+
+    A signal's handler runs on the main thread at its next bytecode; when that bytecode belongs
+    to a finalizer (a `__del__`, a weakref callback, whatever the garbage collector finalizes on
+    the main thread) the KeyboardInterrupt it raises is printed as "Exception ignored" and
+    dropped, and the script would go on as if no fault had happened. Once a fault asked for
+    the interrupt, such a swallowed KeyboardInterrupt goes to `sys.unraisablehook`, which wakes
+    this object's thread to send SIGINT again (not from the hook itself: it runs inside the
+    finalizer too).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._again = threading.Event()
+        self._armed = False
+        self.resent = 0  # interrupts sent again after one was swallowed
+
+    def deliver(self) -> None:
+        with self._lock:
+            if not self._armed:
+                self._armed = True
+                previous = sys.unraisablehook
+
+                def swallowed(unraisable: Any) -> None:
+                    if unraisable.exc_type is KeyboardInterrupt:
+                        self._again.set()  # sent again at once: nothing to print
+                        return
+                    previous(unraisable)
+
+                sys.unraisablehook = swallowed
+                threading.Thread(target=self._resend, name="monarch-fault-interrupt",
+                                 daemon=True).start()
+        self._send()
+
+    def _resend(self) -> None:
+        while True:
+            self._again.wait()
+            self._again.clear()
+            self.resent += 1
+            self._send()
+
+    @staticmethod
+    def _send() -> None:
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+
+
+_MAIN_INTERRUPT = _MainInterrupt()
 
 
 # Returns the hook in force now: `monarch.actor` registers a lookup of its module attribute,

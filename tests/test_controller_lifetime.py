@@ -68,6 +68,35 @@ def test_unhandled_failure_ends_the_controller_even_while_blocked(tmp_path, fail
     assert reason in out.stderr
 
 
+def test_the_interrupt_of_an_unhandled_failure_is_not_lost_in_a_finalizer(tmp_path):
+    """Python drops a KeyboardInterrupt raised inside `__del__` ("Exception ignored"): the
+    fault's interrupt is sent again until it ends the main thread, which here spends nearly all
+    its time in finalizers."""
+    path = script(tmp_path, '''
+        class Slow:
+            def __del__(self):
+                total = 0
+                for i in range(20000):
+                    total += i
+
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        mesh = procs.spawn("doomed", A)
+        mesh.pid.call().get()
+        mesh.explode.broadcast()
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            Slow()
+        print("not reached", flush=True)
+    ''')
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=90, cwd=tmp_path)
+    assert "not reached" not in out.stdout, out.stderr[-3000:]
+    assert out.returncode != 0
+    assert "Unhandled monarch error on the root actor, hostname=" in out.stderr
+    assert "KeyboardInterrupt" in out.stderr
+    assert "Exception ignored" not in out.stderr
+
+
 @pytest.mark.parametrize("ending", ["sigkill", "exit", "exception"])
 def test_no_orphans_when_the_controller_ends(tmp_path, ending):
     finish = {
