@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import shutil
 import subprocess
@@ -71,9 +72,9 @@ def demo(
         workload = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     preexec_fn=_term_with_parent)
-    # a hangup (the terminal closed) or a kill ends the console the same way `q` does
-    for signum in (signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, _raise_exit)
+    ending = _Ending(workload, control, log, keep_log)
+    signal.signal(signal.SIGHUP, ending.hangup)  # the terminal closed: clean up and leave
+    signal.signal(signal.SIGTERM, _raise_exit)
     try:
         typer.echo(f"monarch demo: starting the workload (pid {workload.pid}, log {log})",
                    err=True)
@@ -84,17 +85,50 @@ def demo(
             return
         from monarch.console._demo_top import DemoTop
 
-        DemoTop(client, control, refresh=refresh).run()
+        console = DemoTop(client, control, refresh=refresh)
+        signal.signal(signal.SIGTERM, console.note_signal)  # never raised inside Textual
+        console.run()  # SIGTERM ends it as `q` does
+        signal.signal(signal.SIGTERM, _raise_exit)  # its loop's handler went with it
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:
-        stop_workload(workload, control)
-        if keep_log:
-            typer.echo(f"monarch demo: workload stopped (its output: {log})", err=True)
+        ending.clean_up()
+
+
+class _Ending:
+    """What `monarch demo` does when it ends: stop the workload, remove its log (once)."""
+
+    def __init__(self, workload: subprocess.Popen[bytes], control: Path, log: Path,
+                 keep_log: bool) -> None:
+        self.workload, self.control, self.log, self.keep_log = workload, control, log, keep_log
+        self.done = False
+
+    def clean_up(self) -> None:
+        """Done once; a hangup's handler that interrupts it does it whole (the interrupted
+        call never resumes: the handler ends the process)."""
+        if self.done:
+            return
+        stop_workload(self.workload, self.control)
+        if not self.keep_log:
+            shutil.rmtree(self.control, ignore_errors=True)
+        self.done = True
+        if self.keep_log:
+            typer.echo(f"monarch demo: workload stopped (its output: {self.log})", err=True)
         else:
-            shutil.rmtree(control, ignore_errors=True)
-            typer.echo(f"monarch demo: workload stopped (its log {log} was removed; --keep-log "
-                       "keeps it)", err=True)
+            typer.echo(f"monarch demo: workload stopped (its log {self.log} was removed; "
+                       "--keep-log keeps it)", err=True)
+
+    def hangup(self, signum: int, frame: Any) -> None:
+        """SIGHUP: the terminal is gone. Textual cannot end without it (its writer thread dies
+        on the first failed write, then its bounded queue blocks every later one; its input
+        thread spins on the dead terminal and holds the interpreter's exit), so the workload
+        is stopped here, in the handler, and the process ends at once."""
+        try:
+            self.clean_up()
+        except BaseException:  # noqa: BLE001 - nothing can be printed: the terminal is gone
+            pass
+        finally:
+            os._exit(128 + signum)
 
 
 def wait_for_admin(workload: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from demojob import DemoJob
-from waiting import wait_gone, wait_until
+from waiting import alive, wait_gone, wait_until
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
@@ -183,23 +183,36 @@ def test_monarch_demo_in_a_terminal(tmp_path):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def test_monarch_demo_leaves_nothing_when_its_terminal_closes():
+@pytest.mark.parametrize("ending", ["terminal closes", "SIGTERM"])
+def test_monarch_demo_leaves_nothing_when_its_terminal_closes_or_it_is_terminated(ending):
     import json
     import tempfile
 
     run_dir = tempfile.mkdtemp(prefix="ct-")
     scratch = tempfile.mkdtemp(prefix="ctmp-")  # the demo's TMPDIR
+    demo = 0
     tmux = Tmux(f"chup-{os.getpid()}", f"{MONARCH} demo --refresh 0.5",
                 {"MONARCH_RUN_DIR": run_dir, "TMPDIR": scratch})
     try:
         tmux.wait("trainers[3]", "inspector[0]", timeout=90)
         (found,) = Path(run_dir).glob("*/admin.json")
         pid = json.loads(found.read_text())["pid"]
+        shell = int(tmux.tmux("display", "-p", "-t", tmux.name, "#{pane_pid}"))
+        demo = int(Path(f"/proc/{shell}/task/{shell}/children").read_text().split()[0])
+        assert "demo" in Path(f"/proc/{demo}/cmdline").read_text()  # `monarch demo` itself
         assert os.listdir(scratch)  # the demo's log is there while it runs
-        tmux.kill()  # the terminal goes away: SIGHUP to `monarch demo`
+        if ending == "SIGTERM":  # the console ends as `q` ends it: the terminal is restored
+            os.kill(demo, signal.SIGTERM)
+            tmux.wait("EXITED 0", timeout=90)
+            tmux.wait_gone("trainers[3]")
+        else:
+            tmux.kill()  # the terminal goes away: SIGHUP to `monarch demo`
         wait_gone(pid, timeout=60)  # the workload did not outlive its terminal
         wait_until(lambda: os.listdir(scratch) == [], "the demo to remove its log")
+        wait_gone(demo, timeout=60)  # nor the console (its threads once held it forever)
     finally:
         tmux.kill()
+        if demo and alive(demo):
+            os.kill(demo, signal.SIGKILL)
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -301,19 +301,41 @@ def test_loop_sends_queue_and_close_lets_them_leave(ctx, lanes, tmp_path):
     inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/q.sock")
     outbox = Outbox(ctx, secret)
     payload = b"z" * 65536
-    for i in range(64):  # 4 MiB: more than the socket holds
+    for i in range(256):  # 16 MiB: more than the socket holds (SNDBUF, doubled)
         outbox.send(inbox.address, Notice("q", [i, payload]), block=False)
     assert outbox.backlogged == {inbox.address}
     got: list = []
-    reader = threading.Thread(target=lambda: got.extend(pump_until(inbox, 64)))
+    reader = threading.Thread(target=lambda: got.extend(pump_until(inbox, 256)))
     reader.start()
     try:
         outbox.close(linger_ms=20_000)  # writes what is queued while the reader reads
         reader.join(timeout=30)
-        assert [m.body[0] for m, _ in got] == list(range(64))
+        assert [m.body[0] for m, _ in got] == list(range(256))
         assert all(m.body[1] == payload for m, _ in got)
     finally:
         reader.join(timeout=30)
+        inbox.close()
+
+
+def test_a_lane_takes_megabytes_before_its_reader_runs(ctx, lanes, tmp_path):
+    """A lane asks for a big send buffer (`_lane.SNDBUF`, which the kernel caps at
+    net.core.wmem_max): a big part crosses in a few turns of the two threads, not hundreds of
+    ~200 KiB ones (the default buffer)."""
+    with open("/proc/sys/net/core/wmem_max") as limit:
+        size = min(2 << 20, int(limit.read()) // 2)
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/wide.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        big = os.urandom(size)
+        outbox.send(inbox.address, Call("s", "m", "f", "p", (), 0, 1, ((1, 1),), None, None,
+                                        0, 1), [memoryview(big)], block=False)  # none reads yet
+        assert kinds(outbox, inbox.address) == "lane"
+        assert not outbox.backlogged and not outbox._links[inbox.address].lane.backlog
+        (call, frames), = pump_until(inbox, 1)
+        assert call.method == "f" and [f.bytes for f in frames] == [big]
+    finally:
+        outbox.close(0)
         inbox.close()
 
 
