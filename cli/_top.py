@@ -109,14 +109,12 @@ class _Ending:
         if self.done:
             return
         stop_workload(self.workload, self.control)
+        said = f"its output: {self.log}"
         if not self.keep_log:
             shutil.rmtree(self.control, ignore_errors=True)
+            said = f"its log {self.log} was removed; --keep-log keeps it"
         self.done = True
-        if self.keep_log:
-            typer.echo(f"monarch demo: workload stopped (its output: {self.log})", err=True)
-        else:
-            typer.echo(f"monarch demo: workload stopped (its log {self.log} was removed; "
-                       "--keep-log keeps it)", err=True)
+        typer.echo(f"monarch demo: workload stopped ({said})", err=True)
 
     def hangup(self, signum: int, frame: Any) -> None:
         """SIGHUP: the terminal is gone. Textual cannot end without it (its writer thread dies

@@ -111,7 +111,6 @@ class _MainInterrupt:
         self._lock = threading.Lock()
         self._again = threading.Event()
         self._armed = False
-        self.resent = 0  # interrupts sent again after one was swallowed
 
     def deliver(self) -> None:
         with self._lock:
@@ -134,7 +133,6 @@ class _MainInterrupt:
         while True:
             self._again.wait()
             self._again.clear()
-            self.resent += 1
             self._send()
 
     @staticmethod
