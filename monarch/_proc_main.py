@@ -72,7 +72,7 @@ def run(config: dict[str, Any]) -> int:
     else:
         runtime.outbox.send(config["controller"], started)
     runtime.run_here()
-    _join_actors(runtime, deadline=time.monotonic() + ACTOR_EXIT_S)
+    _join_threads(runtime, deadline=time.monotonic() + ACTOR_EXIT_S)
     runtime.outbox.close(linger_ms=1000)
     # Closing a socket only queues its last messages for zmq's I/O thread; the process exits
     # right after (os._exit in the zygote's child), so wait (1 s at most) until they left.
@@ -166,16 +166,19 @@ def _flush_output(runtime: ProcessRuntime, body: dict[str, Any]) -> None:
 
 
 ACTOR_EXIT_S = 5.0
-"""How long a proc that ends waits for its actors' threads to end (those stopped)."""
+"""How long a proc that ends waits for its actors' threads and its stop thread to end."""
 
 
-def _join_actors(runtime: ProcessRuntime, deadline: float) -> None:
-    """Waits for the threads of the actors that ended, then drops the actors: the process
-    then finalizes with no live thread holding an actor (whose module globals would outlive
-    the interpreter's teardown, their `__del__` never run)."""
-    for slot in list(runtime.actors.values()):
-        thread = slot.thread
-        if slot.done.is_set() and thread is not None and thread is not threading.current_thread():
+def _join_threads(runtime: ProcessRuntime, deadline: float) -> None:
+    """Waits for the threads of the actors that ended and for the stop thread (it holds the
+    stopped actors until it returns), then drops the actors: the process then finalizes with
+    no live thread holding an actor. A daemon thread still running at exit never unwinds, so
+    what its frames hold (an actor, its class, its module's globals) outlives the
+    interpreter's teardown, their `__del__` never run."""
+    threads = [slot.thread for slot in runtime.actors.values()
+               if slot.done.is_set() and slot.thread is not None]
+    for thread in threads + runtime.stopping:
+        if thread is not threading.current_thread():
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
     runtime.actors.clear()
 
@@ -203,7 +206,9 @@ def _stop_proc(runtime: ProcessRuntime, port: tuple | None, index: int) -> None:
             runtime.reply(port, index, OK)
         runtime.call_soon(lambda: _close(runtime))
 
-    threading.Thread(target=stop_all, name="monarch-stop", daemon=True).start()
+    thread = threading.Thread(target=stop_all, name="monarch-stop", daemon=True)
+    runtime.stopping.append(thread)
+    thread.start()
 
 
 def _close(runtime: ProcessRuntime) -> None:

@@ -358,6 +358,41 @@ def test_module_globals_are_finalized_when_the_proc_stops(tmp_path):
     assert path.read_text() == "finalized"
 
 
+def _slow_stop_thread_end(frame, event, arg) -> None:
+    """A profile hook: the proc's stop thread, about to return (its frame still holding the
+    stopped actors), waits 1 s, so the proc's main thread reaches the interpreter's teardown
+    first unless it waits for that thread."""
+    import time
+
+    if event == "return" and frame.f_code.co_name == "stop_all":
+        with open(os.environ["DELAYED_MARKER"], "w") as f:
+            f.write("delayed")
+        time.sleep(1.0)
+
+
+def _delay_the_stop_thread() -> None:
+    import threading
+
+    threading.setprofile(_slow_stop_thread_end)  # threads started from now on
+
+
+def test_module_globals_are_finalized_when_the_stop_thread_ends_late(tmp_path, monkeypatch):
+    """Seen once in a loaded run (Monarch's `test_del_runs_on_proc_mesh_stop`): the stop
+    thread had scheduled the proc's end but not yet returned when the main thread reached the
+    teardown; it held the stopped actors, so their module's globals were never finalized. The
+    proc waits for that thread too."""
+    from waiting import wait_gone
+
+    path, delayed = tmp_path / "marker.txt", tmp_path / "delayed.txt"
+    monkeypatch.setenv("DELAYED_MARKER", str(delayed))
+    procs = this_host().spawn_procs(per_host={"gpus": 1}, bootstrap=_delay_the_stop_thread)
+    pid = procs.spawn("finalized", Finalized, str(path)).pid.call_one().get(timeout=120)
+    procs.stop().get(timeout=60)
+    wait_gone(pid)
+    assert delayed.read_text() == "delayed"  # the hook found the stop thread
+    assert path.read_text() == "finalized"
+
+
 class Sleeper(Actor):
     @endpoint
     def busy_until(self, started: Port, flag: str) -> str:
