@@ -69,9 +69,9 @@ class ProcessRuntime:
         self._views: dict[tuple, View] = {}
         self.forwarder = Forwarder(self)
         self.held_spawns: list[tuple[Call, list[Any]]] | None = None
+        """Spawns from other processes held while this proc's bootstrap runs (None: none)."""
         self.stopping: list[threading.Thread] = []
         """A proc's stop threads: joined before the process exits (see `_proc_main.run`)."""
-        """Spawns from other processes held while this proc's bootstrap runs (None: none)."""
         self.spawn_wait_s = 30.0
         """How long a ping waits for an actor whose spawn has not arrived (actor_spawn_max_idle)."""
         self._calls: list[Callable[[], None]] = []
