@@ -1,5 +1,6 @@
-"""Lanes in a real job (`MONARCH_LANES=1`): the controller and its procs talk over lanes, in
-order, big messages whole, and a process that receives garbage on its lane keeps serving.
+"""Lanes in a real job (on by default, off with `MONARCH_LANES=0`): the controller and its procs
+talk over lanes, in order, big messages whole, and a process that receives garbage on its lane
+keeps serving.
 
 The job runs in a script of its own: the pytest process's runtime was made with lanes as the
 environment had them when it started."""
@@ -107,7 +108,7 @@ SCRIPT = textwrap.dedent('''
 def test_a_job_with_lanes_talks_over_them(tmp_path):
     script = tmp_path / "lanes_job.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "MONARCH_LANES": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "MONARCH_LANES"}  # the default: on
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=150, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
@@ -124,7 +125,8 @@ def test_a_job_with_lanes_talks_over_them(tmp_path):
     assert received > 0 and denied == 2 and bad == 0
 
 
-def test_lanes_stay_off_unless_asked(tmp_path):
+@pytest.mark.parametrize("flag", ["0", "off"])
+def test_lanes_are_off_when_asked(tmp_path, flag):
     script = tmp_path / "no_lanes_job.py"
     script.write_text(textwrap.dedent('''
         from monarch import _process
@@ -140,8 +142,8 @@ def test_lanes_stay_off_unless_asked(tmp_path):
               _process.current().inbox.lane is not None)
         procs.stop().get(timeout=60)
     '''))
-    env = {k: v for k, v in os.environ.items() if k != "MONARCH_LANES"}
+    env = {**os.environ, "MONARCH_LANES": flag}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=150, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "False"]
+    assert done.stdout.split() == ["False", "False"]  # the proc's inbox, the controller's

@@ -52,8 +52,10 @@ _SUN_PATH_MAX = 107
 
 
 def enabled() -> bool:
-    """Lanes are used when `MONARCH_LANES=1` (read when a process's runtime starts)."""
-    return os.environ.get("MONARCH_LANES", "0") == "1"
+    """Lanes are used unless `MONARCH_LANES` is 0/false/off/no (read when a process's runtime
+    starts); then every link is zmq."""
+    flag = os.environ.get("MONARCH_LANES", "").strip().lower()
+    return flag not in ("0", "false", "off", "no")
 
 
 def lane_path(address: str) -> str | None:

@@ -440,3 +440,13 @@ def test_messages_for_an_address_where_nobody_comes_go_to_zmq_in_the_end(ctx, la
             inbox.close()
     finally:
         outbox.close(0)
+
+
+@pytest.mark.parametrize("flag, on", [(None, True), ("1", True), ("", True), ("0", False),
+                                      ("false", False), ("Off", False), (" no ", False)])
+def test_lanes_are_on_unless_switched_off(monkeypatch, flag, on):
+    if flag is None:
+        monkeypatch.delenv("MONARCH_LANES", raising=False)
+    else:
+        monkeypatch.setenv("MONARCH_LANES", flag)
+    assert _lane.enabled() is on
