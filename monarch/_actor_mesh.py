@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any, Generic, TypeVar
 
-from . import _context, _instrument, _process, config
+from . import _context, _instrument, _process, config, telemetry
 from ._endpoint import ActorEndpoint, NotAnEndpoint
 from ._errors import SupervisionError, UnpicklableError
 from ._future import Future, resolved
@@ -73,15 +73,16 @@ class ActorMesh(OnView, Generic[A]):
         sender = _context.context().actor_instance._sender
         frames = _pack(args, kwargs, self._mesh_name, method)
         info = CallInfo(self._mesh_name, method, self._label_at)
-        span = _instrument.call_span(self._mesh_name, method, mode) if _instrument.ENABLED else None
-        trace = span.context if span is not None else None
+        span = telemetry.begin_call(self._mesh_name, method, mode) if _instrument.ENABLED \
+            else None
+        trace = span[1:3] if span is not None else None
         if mode == "broadcast" or mode.startswith("port:"):
             reply_to = None if port is None else (port._address, port._port_id)
             refused = self._refusal(runtime)
             if refused is None:
                 self._cast(runtime, sender, method, frames, reply_to, trace)
             if span is not None:
-                span.end("ok" if refused is None else "error")
+                telemetry.end_call(span, "ok" if refused is None else "error")
             return None
         future: Future[Any] = Future()
         futures: list[Future[Any]] = []
@@ -101,12 +102,10 @@ class ActorMesh(OnView, Generic[A]):
             for fut in futures or [future]:
                 fut.set_exception(error)
             if span is not None:
-                span.end("error")
+                telemetry.end_call(span, "error")
         else:
             port_id = runtime.new_port(sink)
-            if span is not None:
-                last = futures[-1] if futures else future
-                last.add_done_callback(_instrument.end_call_span(span, last))
+            (futures[-1] if futures else future).span = span  # ended when it settles
             try:
                 self._cast(runtime, sender, method, frames, (runtime.address, port_id), trace)
             except PeerGone as exc:

@@ -11,6 +11,8 @@ import asyncio
 import threading
 from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
 
+from .telemetry import end_call
+
 R = TypeVar("R")
 
 _PENDING, _LAZY, _VALUE, _ERROR = range(4)
@@ -25,7 +27,7 @@ class Future(Generic[R]):
     """
 
     __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
-                 "_starter", "__weakref__")
+                 "_starter", "span", "__weakref__")
 
     def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
         self._state = _PENDING
@@ -34,6 +36,8 @@ class Future(Generic[R]):
         self._coro = coro
         self._starter: Callable[[], Future[Any]] | None = None
         self._fails = False
+        self.span: Any = None
+        """The caller's span (`telemetry.begin_call`) this future ends when it settles."""
         # Held while pending: waiters block on it; settling releases it.
         self._lock = threading.Lock()
         self._lock.acquire()
@@ -159,7 +163,11 @@ class Future(Generic[R]):
             self._value = value
             self._state = state
             callbacks, self._callbacks = self._callbacks, None
+            span, self.span = self.span, None
         self._lock.release()
+        if span is not None:  # before the callbacks, as a done callback registered first
+            end_call(span, "error" if state == _ERROR or (state == _LAZY and self._fails)
+                     else "ok")
         if callbacks:
             for callback in callbacks:
                 callback()

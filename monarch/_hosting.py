@@ -29,6 +29,7 @@ from ._leader import BATON
 from ._process import ProcessRuntime
 from ._wire import _serial
 from ._wire._messages import ERROR, FAILED, OK, Call
+from .telemetry import begin_invocation, end_invocation
 
 _time_ns = time.time_ns
 RECENT = 64
@@ -118,6 +119,8 @@ class ActorSlot:
         self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
         """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes), newest last."""
         self.recorded = 0
+        self._sites: dict[str, Any] = {}
+        """method -> its invocation span site (`_instrument.invocation_site`), made once."""
         """Messages ever put in the flight recorder."""
         self.requested_ns = 0
         """When the spawn was sent (wall clock of the spawner), for ``actor_spawn_seconds``."""
@@ -229,7 +232,11 @@ class ActorSlot:
         """Enters the message's context and opens its invocation span."""
         token = enter(ctx)
         nbytes = sum(map(len, frames)) if frames else 0
-        span = _instrument.invocation_span(self, msg, nbytes) if _instrument.ENABLED else None
+        if _instrument.ENABLED:
+            site = self._sites.get(msg.method) or self._site(msg.method)
+            span = begin_invocation(site, msg.trace, nbytes)  # child of the caller's span
+        else:
+            span = None
         self.running[id(msg)] = (msg.method, _time_ns(), msg.sender, msg.trace, nbytes)
         self._inflight.append(msg)
         return token, span, time.perf_counter()
@@ -265,12 +272,16 @@ class ActorSlot:
                 self.refuse(msg)
         finally:
             outcome = "cancelled" if dropped else "ok" if error is None else "error"
-            if span is not None:
-                _instrument.end_invocation(self, msg, span, started, outcome)
+            if span is not None:  # counts the message, its latency and its bytes
+                end_invocation(span, outcome)
             method, start, sender, _, nbytes = self.running.pop(id(msg))
             self.recent.append((method, sender, start, _time_ns(), outcome, nbytes))
             self.recorded += 1
             leave(token)
+
+    def _site(self, method: str) -> Any:
+        site = self._sites[method] = _instrument.invocation_site(self, method)
+        return site
 
     def explicit(self, msg: Call) -> bool:
         prop = self.endpoints.get(msg.method)

@@ -174,31 +174,12 @@ def flight_records(slot: Any, newest: int) -> list[Any]:
                                    list(slot.recent)[-newest:])
 
 
-def call_span(mesh_name: str, method: str, mode: str) -> Any:
-    """The caller's span of one adverb call (not made current: it ends on another thread)."""
-    return telemetry.start_site_span(telemetry.call_site(mesh_name, method, mode))
-
-
-def end_call_span(span: Any, future: Any) -> Callable[[], None]:
-    """A done-callback ending `span` with the future's outcome."""
-    def end() -> None:
-        span.end("error" if future.failed() else "ok")
-
-    return end
-
-
-def invocation_span(slot: Any, msg: Any, nbytes: int) -> Any:
-    """The actor's span of one invocation (``nbytes`` in), child of the caller's span; current
-    while it runs."""
+def invocation_site(slot: Any, method: str) -> Any:
+    """The site of the actor's invocation spans of `method` (span ``<mesh>.<method>``, child of
+    the caller's span, current while it runs; ending it counts the message, its latency and its
+    bytes: ``messages_handled``, ``handler_latency_seconds``, ``message_bytes``)."""
     header = slot.header
-    site = telemetry.invocation_site(header.name, header.class_name, slot.rank.rank, msg.method)
-    return telemetry.begin_invocation(site, msg.trace, nbytes)
-
-
-def end_invocation(slot: Any, msg: Any, span: Any, started: float, outcome: str) -> None:
-    """Ends an invocation span; that counts the message, its latency and its bytes received
-    (``messages_handled``, ``handler_latency_seconds``, ``message_bytes``)."""
-    telemetry.end_invocation(span, outcome)
+    return telemetry.invocation_site(header.name, header.class_name, slot.rank.rank, method)
 
 
 def count_undelivered(reason: str) -> None:

@@ -5,7 +5,7 @@ environment variable (OpenTelemetry, msgpack, protobuf and prometheus_client are
 first use, since importing them reads the environment).
 
 In every process (the runtime's side): `configure`, `begin_invocation` / `end_invocation` (with
-an `invocation_site`) around each handler, `start_site_span` (with a `call_site`) around each
+an `invocation_site`) around each handler, `begin_call` / `end_call` around each
 call, `current_trace_context` / `set_actor_tags`, `now` / `observe` for the clock, the metric
 hooks, `install_capture`, and `process_recorder().drain()` to ship a batch. In the controller: a
 `Store` that ingests the batches, `fold` for the log view, and the exporters (`OtlpExporter`,
@@ -63,7 +63,9 @@ from ._sites import SpanSite, call_site, invocation_site
 from ._spans import (
     SiteSpan,
     SpanHandle,
+    begin_call,
     begin_invocation,
+    end_call,
     end_invocation,
     start_site_span,
     start_span,
@@ -106,6 +108,7 @@ __all__ = [
     "TraceContext",
     "TransferRecord",
     "TransferSummary",
+    "begin_call",
     "begin_invocation",
     "call_site",
     "chrome_trace",
@@ -118,6 +121,7 @@ __all__ = [
     "current_trace_context",
     "decode_batch",
     "encode_batch",
+    "end_call",
     "end_invocation",
     "fold",
     "get_meter",

@@ -13,7 +13,10 @@ site, not per span), so a table of 100,000 spans costs well under a second.
 
 from __future__ import annotations
 
+import binascii
+import itertools
 import json
+import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +79,13 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 TABLES = tuple(COLUMNS)
 
 
+def repeating(table: str) -> list[str]:
+    """The text columns of a table whose values repeat (names, meshes, outcomes...): the
+    ones worth a dictionary in Parquet. Ids are unique: a dictionary of them costs twice."""
+    return [name for name, kind in COLUMNS.get(table, ()) if kind == STR
+            and not name.endswith("_id")]
+
+
 def schema(table: str) -> pa.Schema:
     """The Arrow schema of a table."""
     import pyarrow as pa
@@ -114,11 +124,23 @@ def _clean(column: Sequence[Any], kind: Any) -> Sequence[Any]:
 
 def spans(chunks: Iterable[tuple[Any, int]]) -> pa.Table:
     """The ``spans`` table of store chunks ((chunk, first position) pairs, see
-    `Store.span_chunks`)."""
+    `Store.span_chunks`), rows in chunk order. Consecutive site-span chunks (one per batch
+    received) are converted together, so a table costs per span, not per batch."""
     import pyarrow as pa
 
-    parts = [_site_spans(c, start) if isinstance(c, SiteSpanColumns)
-             else _span_records(c.spans[start:]) for c, start in chunks]
+    parts: list[pa.Table] = []
+    run: list[tuple[SiteSpanColumns, int]] = []
+    for chunk, start in chunks:
+        if isinstance(chunk, SiteSpanColumns):
+            if start < len(chunk):
+                run.append((chunk, start))
+            continue
+        if run:
+            parts.append(_site_spans(run))
+            run = []
+        parts.append(_span_records(chunk.spans[start:]))
+    if run:
+        parts.append(_site_spans(run))
     parts = [p for p in parts if p.num_rows]
     return pa.concat_tables(parts) if parts else from_rows("spans", [])
 
@@ -139,38 +161,71 @@ def _span_records(records: Sequence[SpanRecord]) -> pa.Table:
     return from_rows("spans", rows)
 
 
-def _site_spans(c: SiteSpanColumns, start: int) -> pa.Table:
+def _site_spans(run: list[tuple[SiteSpanColumns, int]]) -> pa.Table:
+    """The spans of site-span chunks, from each chunk's `start`. Every column is built in C
+    (list and bytes joins, Arrow kernels, `binascii`): no Python per span, so a history pass
+    holds the GIL that calls need only briefly."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    n = len(c)
-    idx = pa.array(c.site_indices[start:], type=pa.int32())
-    sites = [s if s is not None else ("", {}, None, "") for s in c.sites]
+    sites: list[Any] = []
+    outcomes: list[Any] = []
+    site_idx: list[int] = []
+    outcome_idx: list[int] = []
+    traces, span_ids, parents = [], [], []
+    starts: list[Any] = []
+    ends: list[Any] = []
+    values: list[Any] = []
+    for c, start in run:  # a chunk's indices point into its own sites and outcomes
+        site_idx.extend(map(operator.add, c.site_indices[start:], itertools.repeat(len(sites))))
+        outcome_idx.extend(map(operator.add, c.outcome_indices[start:],
+                               itertools.repeat(len(outcomes))))
+        sites.extend(s if s is not None else ("", {}, None, "") for s in c.sites)
+        outcomes.extend(c.outcomes)
+        traces.append(c.traces[16 * start:])
+        span_ids.append(c.spans[8 * start:])
+        parents.append(c.parents[8 * start:])
+        starts.extend(c.starts[start:])
+        ends.extend(c.ends[start:])
+        values.extend(c.values[start:])
+    idx = pa.array(site_idx, type=pa.int32())
 
     def per_site(fn: Any, kind: Any) -> Any:
         return pa.array([fn(s) for s in sites], type=kind).take(idx)
 
-    starts, ends = c.starts[start:], c.ends[start:]
-    values = c.values[start:]
-    bytes_in = [v if type(v) is int else None for v in values] if any(
-        s[2] == "bytes_in" for s in sites) else [None] * (n - start)
-    outcome = pa.array(c.outcomes, type=pa.string()).take(
-        pa.array(c.outcome_indices[start:], type=pa.int32()))
-    parents = _hex_split(c.parents[8 * start:], 16)
+    begun = pa.array(starts, type=pa.int64())
+    ended = pa.array(ends, type=pa.int64())
+    if not any(s[2] == "bytes_in" for s in sites):
+        bytes_in = pa.nulls(len(idx), type=pa.int64())
+    else:  # a span's value is its bytes_in where its site says so; another type reads as null
+        if not set(map(type, values)) <= {int, type(None)}:
+            values = [v if type(v) is int else None for v in values]
+        bytes_in = pc.if_else(per_site(lambda s: s[2] == "bytes_in", pa.bool_()),
+                              pa.array(values, type=pa.int64()), pa.scalar(None, pa.int64()))
+    parent = _hex_column(b"".join(parents), 8)
     columns = [
-        _hex_split(c.traces[16 * start:], 32), _hex_split(c.spans[8 * start:], 16),
-        [None if p == "0" * 16 else p for p in parents],
-        per_site(lambda s: s[0], pa.string()), starts, ends,
-        [(e - b) / 1e6 for b, e in zip(starts, ends)], outcome,
+        _hex_column(b"".join(traces), 16), _hex_column(b"".join(span_ids), 8),
+        pc.if_else(pc.equal(parent, "0" * 16), pa.scalar(None, pa.string()), parent),
+        per_site(lambda s: s[0], pa.string()), begun, ended,
+        pc.divide(pc.subtract(ended, begun).cast(pa.float64()), 1e6),
+        pa.array(outcomes, type=pa.string()).take(pa.array(outcome_idx, type=pa.int32())),
         per_site(lambda s: s[3], pa.string()),
         per_site(lambda s: _str(s[1].get("mesh")), pa.string()),
         per_site(lambda s: _int(s[1].get("rank")), pa.int64()),
         per_site(lambda s: _str(s[1].get("method")), pa.string()),
         per_site(lambda s: _str(s[1].get("actor_class")), pa.string()),
         bytes_in, per_site(lambda s: _json(s[1]), pa.string())]
-    s = schema("spans")
-    return pa.Table.from_arrays([c if isinstance(c, (pa.Array, pa.ChunkedArray))
-                                 else pa.array(c, type=f.type) for c, f in zip(columns, s)],
-                                schema=s)
+    return pa.Table.from_arrays(columns, schema=schema("spans"))
+
+
+def _hex_column(data: bytes, width: int) -> pa.Array:
+    """A string array of `data` cut into `width`-byte ids, each as lowercase hex."""
+    import pyarrow as pa
+
+    n = len(data) // width
+    text = pa.py_buffer(binascii.hexlify(data[:n * width]))
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(2 * width), n, [None, text]).cast(
+        pa.string())
 
 
 def logs(records: Iterable[LogRecord]) -> pa.Table:
@@ -244,11 +299,6 @@ def store_tables(store: Store, wanted: Iterable[str] = TABLES,
     }
     return {name: makers[name]() if name in wanted else from_rows(name, [])
             for name in TABLES}
-
-
-def _hex_split(data: bytes, width: int) -> list[str]:
-    text = data.hex()
-    return [text[i:i + width] for i in range(0, len(text), width)]
 
 
 def _hex(value: bytes | None) -> str | None:

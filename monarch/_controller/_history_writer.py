@@ -89,7 +89,7 @@ class HistoryWriter:
         folder = self.path / table
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = folder / f".{name}.tmp"
-        pq.write_table(data, tmp)
+        pq.write_table(data, tmp, use_dictionary=tables.repeating(table))
         os.replace(tmp, folder / name)
 
     def _write_info(self) -> None:
@@ -146,6 +146,9 @@ class Watcher:
         return self
 
     def _run(self) -> None:
+        if self.history is not None:
+            import pyarrow.parquet  # noqa: F401 - here, at the job's start, not in its first
+            # pass among the calls: the import holds the GIL for ~0.1 s
         while not self._stop.wait(WATCH_S):
             self.tick()
 

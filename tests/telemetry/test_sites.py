@@ -11,14 +11,18 @@ from monarch.telemetry import (
     SpanRecord,
     Store,
     _sites,
+    begin_call,
     begin_invocation,
     call_site,
     current_trace_context,
     decode_batch,
     encode_batch,
+    end_call,
     end_invocation,
     invocation_site,
+    reset_trace_context,
     set_process_recorder,
+    set_trace_context,
     start_site_span,
     start_span,
 )
@@ -125,6 +129,26 @@ def test_call_span_is_not_current_and_ends_once_on_any_thread(recorder: Recorder
     assert (span.trace_id, span.span_id) == call.context and span.parent_span_id is None
     assert span.name == "call trainer.step" and span.outcome == "error"
     assert span.attributes == {"mesh": "trainer", "method": "step", "adverb": "call"}
+
+
+def test_begin_call_is_a_site_span_without_the_object(recorder: Recorder) -> None:
+    """The runtime's call span: not current, parented by the current context (a call made
+    inside a handler joins its trace), recorded like `start_site_span`'s."""
+    root = begin_call("trainer", "step", "call_one")
+    assert current_trace_context() is None and root[3] is None  # a new trace
+    token = set_trace_context(root[1:3])
+    try:
+        child = begin_call("gen", "go", "broadcast")
+    finally:
+        reset_trace_context(token)
+    assert child[1] == root[1] and child[3] == root[2] and child[2] != root[2]
+    end_call(child, "error")
+    end_call(root)
+    spans = decode_batch(drain(recorder)).spans
+    assert [(s.name, s.outcome, s.parent_span_id) for s in spans] == [
+        ("call gen.go", "error", root[2]), ("call trainer.step", "ok", None)]
+    assert spans[1].attributes == {"mesh": "trainer", "method": "step", "adverb": "call_one"}
+    assert (spans[1].trace_id, spans[1].span_id) == root[1:3]
 
 
 def test_one_call_is_one_trace_in_the_store(recorder: Recorder) -> None:
@@ -236,3 +260,37 @@ def test_pending_spans_are_left_alone_by_the_garbage_collector(recorder: Recorde
         invoke()
     gc.collect()
     assert not any(gc.is_tracked(item) for item in recorder._site_spans)
+
+
+def test_spans_table_of_many_batches_matches_their_records(recorder: Recorder) -> None:
+    """The Parquet history's spans table, built from several batches at once (each batch with
+    its own sites and outcomes, a user span's batch between them, the oldest chunk partly
+    evicted), holds exactly the spans' records, row for row."""
+    from monarch.telemetry import _tables as tables
+
+    store = Store(max_spans=20)
+    for batch in range(4):
+        call = start_site_span(call_site(f"mesh{batch}", "step", "call"))
+        for rank in range(5):
+            invocation = begin_invocation(
+                invocation_site(f"mesh{batch % 2}", "Trainer", rank, "step"), call.context,
+                1000 * batch + rank)
+            end_invocation(invocation, "error" if rank == 3 else "ok")
+        call.end("ok" if batch else "cancelled")
+        store.ingest(encode_batch(drain(recorder)))
+        if batch == 1:
+            start_span("user work").end()
+            store.ingest(encode_batch(drain(recorder)))
+    records = store.spans(limit=10**6)  # oldest first, in the order the store holds them
+    assert len(records) == 20 and store.statistics().evicted["span"] == 25 - 20
+    assert store.span_chunks()[0][1] > 0  # the oldest chunk, partly evicted
+    table = tables.spans(store.span_chunks())
+    expected = tables.span_records(records)
+    assert table.schema == expected.schema and table.num_rows == 20
+    for column in table.column_names:
+        if column != "attributes":  # a site's, without the span's own bytes_in
+            assert table[column].to_pylist() == expected[column].to_pylist(), column
+    calls = sum(1 for r in records if r.name.startswith("call ") or r.name == "user work")
+    assert table["bytes_in"].null_count == calls > 0  # spans without a bytes_in
+    assert table["parent_span_id"].null_count == calls  # the calls and the user span: roots
+    assert sorted(set(table["outcome"].to_pylist())) == ["cancelled", "error", "ok"]
