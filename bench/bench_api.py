@@ -434,46 +434,101 @@ def bench_death(rig: Rig) -> dict[str, float]:
     return out
 
 
-@bench("call_one_steady", child=True)
-def bench_call_one_steady(rig: Rig) -> dict[str, float]:
-    """Noop call_one p50 in a job's steady state (1 s of calls first, then 10,000): µs."""
+BLOCK_CALLS = 1000
+"""call_one calls per block of the telemetry row (~0.15 s)."""
+
+
+@bench("call_one_blocks", child=True)
+def bench_call_one_blocks(rig: Rig) -> dict[str, float]:
+    """Noop call_one p50 of blocks of calls asked for on stdin: the telemetry row's child."""
 
     def call() -> None:
         rig.one.noop.call_one().get(timeout=CALL_TIMEOUT_S)
 
     warm_until = time.perf_counter() + (0.2 if rig.quick else 1.0)
-    while time.perf_counter() < warm_until:
+    while time.perf_counter() < warm_until:  # past the job's start: imports, first passes
         call()
-    return {"call_one_steady_p50_us": statistics.median(
-        timed_loop(call, rig.n(10_000, 500), rig.budget_s)) * 1e6}
+    print("ready", flush=True)
+    blocks = 0
+    for line in sys.stdin:  # a number of calls per line; 0 or the end: done
+        count = int(line)
+        if count <= 0:
+            break
+        times = timed_loop(call, count, rig.budget_s)
+        print(statistics.median(times) * 1e6, flush=True)
+        blocks += 1
+    return {"call_one_blocks": blocks}
+
+
+class _Side:
+    """One child job of the telemetry row, answering blocks of calls on request."""
+
+    def __init__(self, flag: str, quick: bool) -> None:
+        args = [sys.executable, os.path.abspath(__file__), "--only", "call_one_blocks"]
+        if quick:
+            args.append("--quick")
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.errors, text=True,
+                                     env=dict(os.environ, MONARCH_TELEMETRY=flag))
+
+    def line(self, timeout: float) -> str:
+        import select
+
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        text = self.proc.stdout.readline() if ready else ""
+        if not text:
+            self.errors.seek(0)
+            raise RuntimeError(f"the telemetry row's child said nothing in {timeout} s: "
+                               f"{self.errors.read()[-2000:]}")
+        return text.strip()
+
+    def block(self, count: int) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{count}\n")
+        self.proc.stdin.flush()
+        return float(self.line(CALL_TIMEOUT_S))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("0\n")
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.errors.close()
 
 
 @bench("telemetry")
 def bench_telemetry(rig: Rig) -> dict[str, float]:
     """call_one p50 with telemetry on vs off (pymonarch's MONARCH_TELEMETRY): overhead_pct.
 
-    Each side runs in its own child process of this script (the switch is read when a job
-    starts), measuring `call_one_steady`: past the job's start (the first history pass,
-    imports), over 10,000 calls. A job's p50 still moves by 10-30 % with where the scheduler
-    puts its threads and how fast this VM runs at that moment, so the sides run in pairs,
-    back to back, in alternating order (on/off, off/on, ...): the overhead is the median of
-    the pairs' differences, the p50 rows each side's median. Skipped for implementations
-    without the switch.
+    The switch is read when a job starts, so each side is a child job of this script
+    (`call_one_blocks`), both alive at once and both past their start (imports, the first
+    history pass). They take turns: a block of calls on one, then on the other, in
+    alternating order, 40 times. This VM's speed drifts by 10-30 % over seconds, which
+    separate runs of each side mistake for telemetry; two blocks back to back see the same
+    drift. The overhead is the median of the pairs' differences; the p50 rows each side's
+    median. Skipped for implementations without the switch.
     """
     if not (_distribution_version() or "").startswith("pymonarch"):
         log("telemetry: only pymonarch has a telemetry switch; skipped")
         return {}
+    sides = {flag: _Side(flag, rig.quick) for flag in ("1", "0")}
     p50: dict[str, list[float]] = {"1": [], "0": []}
-    for pair in range(rig.n(8, 1)):
-        for flag in (("1", "0") if pair % 2 == 0 else ("0", "1")):
-            args = [sys.executable, os.path.abspath(__file__), "--only", "call_one_steady"]
-            if rig.quick:
-                args.append("--quick")
-            env = dict(os.environ, MONARCH_TELEMETRY=flag)
-            out = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
-            p50[flag].append(json.loads(out.stdout)["call_one_steady_p50_us"])
-    log(f"telemetry: p50 on {[round(v, 1) for v in p50['1']]}, off "
-        f"{[round(v, 1) for v in p50['0']]}")
+    try:
+        for side in sides.values():
+            side.line(CALL_TIMEOUT_S * 2)  # "ready"
+        for block in range(rig.n(40, 4)):
+            for flag in (("1", "0") if block % 2 == 0 else ("0", "1")):
+                p50[flag].append(sides[flag].block(rig.n(BLOCK_CALLS, 200)))
+    finally:
+        for side in sides.values():
+            side.close()
     overheads = [(on - off) / off * 100.0 for on, off in zip(p50["1"], p50["0"])]
     return {"call_one_p50_telemetry_on_us": statistics.median(p50["1"]),
             "call_one_p50_telemetry_off_us": statistics.median(p50["0"]),
