@@ -14,7 +14,6 @@ listing for `monarch jobs`), `open_history` → `History.query(sql)`.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ._rundir import HISTORY, run_root_path, start_time
+from ._wire._switch import switch
+
 JOB_FILE = "job.json"
 KEEP_JOBS = 20
 """Histories kept (the newest); older ones are removed when a job starts."""
@@ -40,9 +41,9 @@ def history_dir(job_id: str) -> Path:
 
 
 def enabled() -> bool:
-    """Whether jobs write their history (MONARCH_HISTORY, default on); read when called."""
-    return os.environ.get("MONARCH_HISTORY", "1").strip().lower() not in ("0", "false", "off",
-                                                                          "no")
+    """Whether jobs write their history (the switch MONARCH_HISTORY, default on); read when
+    called."""
+    return switch("MONARCH_HISTORY")
 
 
 def read_info(path: Path) -> dict[str, Any] | None:

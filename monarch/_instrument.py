@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from . import telemetry
 from ._wire._messages import Notice, Telemetry
+from ._wire._switch import switch
 from ._wire._transport import PeerGone
 
 SHIP_S = 0.1
@@ -27,13 +28,11 @@ ENABLED = True
 
 
 def enabled_by_default() -> bool:
-    """Telemetry is on unless MONARCH_TELEMETRY is 0/false/off or configured off."""
+    """Telemetry is on unless the switch MONARCH_TELEMETRY is off or it is configured off
+    (another value than on/off spellings raises ValueError)."""
     from . import config
 
-    flag = os.environ.get("MONARCH_TELEMETRY", "").strip().lower()
-    if flag in ("0", "false", "off", "no"):
-        return False
-    return bool(config.get("telemetry"))
+    return switch("MONARCH_TELEMETRY") and bool(config.get("telemetry"))
 
 
 def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,

@@ -63,3 +63,15 @@ def test_monarch_telemetry_switch(tmp_path, flag, expected):
                          timeout=100, cwd=tmp_path, env=dict(os.environ, MONARCH_TELEMETRY=flag))
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
+
+
+@pytest.mark.parametrize("name", ["MONARCH_TELEMETRY", "MONARCH_LANES"])
+def test_a_switch_that_is_neither_on_nor_off_is_refused(tmp_path, name):
+    """`=2` or a typo does not silently mean on: the job does not start, and says why."""
+    script = tmp_path / "switch.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=100, cwd=tmp_path, env=dict(os.environ, **{name: "of"}))
+    assert out.returncode != 0
+    assert f"ValueError: {name}='of': expected one of 1/true/on/yes (on) or 0/false/off/no" \
+        " (off)" in out.stderr, out.stderr[-3000:]

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .._rundir import DISCOVERY
+from .._wire._switch import switch
 from ._admin_actions import ActionError, BadRequest
 from ._admin_api import AdminApi, Binary, Params, Stream, Text
 
@@ -33,7 +34,7 @@ MAX_BODY = 1 << 20
 
 def start_admin(job: Any) -> AdminServer | None:
     """Starts the job's admin server unless MONARCH_ADMIN=0; None if off or it cannot bind."""
-    if os.environ.get("MONARCH_ADMIN", "").strip().lower() in ("0", "false", "off", "no"):
+    if not switch("MONARCH_ADMIN"):
         return None
     host, port = parse_addr(os.environ.get("MONARCH_ADMIN_ADDR", ""))
     try:

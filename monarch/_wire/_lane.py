@@ -29,6 +29,8 @@ from typing import Any
 
 import zmq
 
+from ._switch import switch
+
 MAGIC = b"MONARCH-LANE-1\0\0"
 MAX_PARTS = 1 << 16
 """More parts than this in one message is garbage, not a message."""
@@ -52,10 +54,9 @@ _SUN_PATH_MAX = 107
 
 
 def enabled() -> bool:
-    """Lanes are used unless `MONARCH_LANES` is 0/false/off/no (read when a process's runtime
-    starts); then every link is zmq."""
-    flag = os.environ.get("MONARCH_LANES", "").strip().lower()
-    return flag not in ("0", "false", "off", "no")
+    """Lanes are used unless the switch `MONARCH_LANES` is off (read when a process's runtime
+    starts); then every link is zmq. Another value than on/off spellings raises ValueError."""
+    return switch("MONARCH_LANES")
 
 
 def lane_path(address: str) -> str | None:

@@ -442,11 +442,20 @@ def test_messages_for_an_address_where_nobody_comes_go_to_zmq_in_the_end(ctx, la
         outbox.close(0)
 
 
-@pytest.mark.parametrize("flag, on", [(None, True), ("1", True), ("", True), ("0", False),
-                                      ("false", False), ("Off", False), (" no ", False)])
+@pytest.mark.parametrize("flag, on", [(None, True), ("1", True), ("", True), ("YES", True),
+                                      ("on", True), ("0", False), ("false", False),
+                                      ("Off", False), (" no ", False)])
 def test_lanes_are_on_unless_switched_off(monkeypatch, flag, on):
     if flag is None:
         monkeypatch.delenv("MONARCH_LANES", raising=False)
     else:
         monkeypatch.setenv("MONARCH_LANES", flag)
     assert _lane.enabled() is on
+
+
+@pytest.mark.parametrize("flag", ["2", "nope", "of"])
+def test_a_lanes_switch_neither_on_nor_off_is_refused(monkeypatch, flag):
+    monkeypatch.setenv("MONARCH_LANES", flag)
+    with pytest.raises(ValueError, match=f"MONARCH_LANES='{flag}': expected one of "
+                                         "1/true/on/yes \\(on\\) or 0/false/off/no \\(off\\)"):
+        _lane.enabled()
