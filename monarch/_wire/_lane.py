@@ -278,6 +278,24 @@ class Connection:
                 self._pos = 0
 
 
+_HEADS: dict[int, struct.Struct] = {}
+
+
+def _head(count: int) -> struct.Struct:
+    """The header of a message of `count` parts: the count, then each part's size."""
+    head = struct.Struct(f"<I{count}Q")
+    if count <= 64:
+        _HEADS[count] = head
+    return head
+
+
+def _all_bytes(parts: list[Any]) -> bool:
+    for part in parts:
+        if type(part) is not bytes:
+            return False
+    return True
+
+
 class Link:
     """The sending end of a lane (shared by the threads of the process; `lock` orders them).
 
@@ -316,6 +334,9 @@ class Link:
         """Queues one message of `parts` (`raw`: bytes to write as they are) and writes what
         the socket takes now. Caller holds the lock."""
         backlog = self.backlog
+        if not backlog and not raw and not self.broken and _all_bytes(parts):
+            self._put_now(parts)
+            return
         header = bytearray(_U32.pack(len(parts))) if not raw else None
         at = len(backlog)
         total = 0
@@ -333,6 +354,33 @@ class Link:
             total += len(header)
         self.queued += total
         self.write()
+
+    def _put_now(self, parts: list[bytes]) -> None:
+        """`put` of a message of bytes with nothing queued before it (most messages): one
+        sendmsg of the header and the parts as they are; what the socket does not take is
+        queued."""
+        count = len(parts)
+        head = _HEADS.get(count) or _head(count)
+        sizes = [len(part) for part in parts]
+        bufs = [head.pack(count, *sizes), *parts]
+        total = head.size + sum(sizes)
+        self.queued += total
+        try:
+            sent = self.sock.sendmsg(bufs, (), socket.MSG_NOSIGNAL)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.broken = True  # as `write` does: the message is dropped with the link
+            return
+        self.written += sent
+        if sent == total:
+            return
+        for buf in bufs:  # the rest waits, from the first byte not sent
+            if sent >= len(buf):
+                sent -= len(buf)
+                continue
+            self.backlog.append(memoryview(buf)[sent:])
+            sent = 0
 
     def write(self) -> bool:
         """Writes backlog until the socket is full; True when the backlog is empty. A broken
