@@ -201,24 +201,28 @@ class Connection:
 
     def _parse(self, out: list[list[Any]], buf: bytes | bytearray | None = None) -> None:
         """Takes whole messages out of `buf` (what is left over, or the bytes just read when
-        nothing was) from `_pos` on; keeps what is left in `_buf`."""
+        nothing was) from `_pos` on; keeps what is left in `_buf`. Hot path: one call per
+        read on each side of every call; `buf` does not change in the loop, so its length is
+        read once."""
         if buf is None:
             buf, pos = self._buf, self._pos
         else:
             pos = self._pos if buf is self._buf else 0
+        end = len(buf)
+        parts = self._parts
         while True:
             if not self.authed:
                 if not MAGIC.startswith(buf[pos:pos + len(MAGIC)]):
                     self.denied = self.broken = True  # not a lane client: refused at once
                     return
-                if len(buf) - pos < len(MAGIC) + 4:
+                if end - pos < len(MAGIC) + 4:
                     break
                 size = _U32.unpack_from(buf, pos + len(MAGIC))[0]
                 start = pos + len(MAGIC) + 4
                 if size > 4096:
                     self.denied = self.broken = True
                     return
-                if len(buf) - start < size:
+                if end - start < size:
                     break
                 if not hmac.compare_digest(bytes(buf[start:start + size]), self._secret):
                     self.denied = self.broken = True
@@ -226,24 +230,25 @@ class Connection:
                 self.authed = True
                 pos = start + size
                 continue
-            if self._lengths is None:
-                if len(buf) - pos < 4:
+            lengths = self._lengths
+            if lengths is None:
+                if end - pos < 4:
                     break
                 count = _U32.unpack_from(buf, pos)[0]
                 if count == 0 or count > MAX_PARTS:
                     self.broken = True
                     return
-                if len(buf) - pos < 4 + 8 * count:
+                if end - pos < 4 + 8 * count:
                     break
-                self._lengths = [_U64.unpack_from(buf, pos + 4 + 8 * i)[0] for i in range(count)]
+                lengths = self._lengths = list(
+                    (_HEADS.get(count) or _head(count)).unpack_from(buf, pos))[1:]
                 pos += 4 + 8 * count
-            lengths = self._lengths
-            while len(self._parts) < len(lengths):
-                size = lengths[len(self._parts)]
-                have = len(buf) - pos
-                if have >= size:
+            wanted = len(lengths)
+            while len(parts) < wanted:
+                size = lengths[len(parts)]
+                if end - pos >= size:
                     part = buf[pos:pos + size]
-                    self._parts.append(zmq.Frame(part if type(part) is bytes else bytes(part)))
+                    parts.append(zmq.Frame(part if type(part) is bytes else bytes(part)))
                     pos += size
                     continue
                 if size >= BIG:
@@ -256,16 +261,16 @@ class Connection:
                         self.broken = True  # a length no message of ours has
                         return
                     self._big_view = memoryview(self._big)
-                    self._big_view[:have] = buf[pos:]
-                    self._filled = have
-                    pos = len(buf)
+                    self._big_view[:end - pos] = buf[pos:]
+                    self._filled = end - pos
+                    pos = end
                 break
-            if len(self._parts) < len(lengths):
+            if len(parts) < wanted:
                 break
-            out.append(self._parts)
-            self._parts = []
+            out.append(parts)
+            parts = self._parts = []
             self._lengths = None
-        if pos == len(buf):
+        if pos == end:
             self._buf = bytearray()
             self._pos = 0
         elif buf is not self._buf:
