@@ -95,3 +95,36 @@ def test_the_store_keeps_the_newest_messages_and_the_recorder_drops_what_does_no
     wire = recorder.drain()
     assert [len(group[4]) for group in wire[10]] == [50, 10]
     assert wire[10][1][4][0][0] == "y"  # the newest of what did not fit are kept
+
+
+def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
+    """The history's ``messages`` table takes a well-formed group column by column and any
+    other row by row: either way, exactly the rows `message_rows` reads, in order."""
+    import pyarrow as pa
+    from monarch.telemetry._actors import message_rows
+    from monarch.telemetry._tables import from_rows, messages
+
+    good = [(f"m{i}", f"ctrl-{i % 3}", i * S, i * S + 5, "ok" if i % 4 else "error", 10 * i)
+            for i in range(50)]
+    groups = [
+        ("gen-1[0]", "gen", 0, "p-0", good),
+        ("gen-1[1]", "gen", 1, "p-1", []),
+        ("gen-1[2]", "gen", 2, "p-2", [("f", 7, 1, 2, "ok", True),  # a bool is no byte count
+                                       ("g", "s", 1, 2, "ok", 3, "an extra field"),
+                                       ("h", "s", "not an int", 2, "ok", 3),
+                                       ("too", "short"), 42,
+                                       ("i", None, 5, 9, "cancelled", 0)]),
+        ("tr-1[0]", "tr", 0, "p-3", [row + ("extra",) for row in good[:5]]),
+    ]
+    table = messages(groups)
+    expected = from_rows("messages", [
+        (actor, name, rank, method, sender, start, end, (end - start) / 1e6, outcome, nbytes,
+         source)
+        for actor, name, rank, method, sender, start, end, outcome, nbytes, source
+        in message_rows(groups)])
+    assert table.schema == expected.schema
+    assert table.to_pylist() == expected.to_pylist()
+    assert table.num_rows == 50 + 3 + 5  # f, g and i of the bad group
+    assert table["sender"].to_pylist()[50:53] == ["7", "s", "None"]
+    assert table["bytes"].to_pylist()[50:53] == [0, 3, 0]
+    assert messages([]).num_rows == 0 and isinstance(messages([]), pa.Table)
