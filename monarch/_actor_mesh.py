@@ -105,7 +105,7 @@ class ActorMesh(OnView, Generic[A]):
                 telemetry.end_call(span, "error")
         else:
             port_id = runtime.new_port(sink)
-            (futures[-1] if futures else future).span = span  # ended when it settles
+            (futures[-1] if futures else future)._span = span  # ended when it settles
             try:
                 self._cast(runtime, sender, method, frames, (runtime.address, port_id), trace)
             except PeerGone as exc:

@@ -27,7 +27,7 @@ class Future(Generic[R]):
     """
 
     __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
-                 "_starter", "span", "__weakref__")
+                 "_starter", "_span", "__weakref__")
 
     def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
         self._state = _PENDING
@@ -36,7 +36,7 @@ class Future(Generic[R]):
         self._coro = coro
         self._starter: Callable[[], Future[Any]] | None = None
         self._fails = False
-        self.span: Any = None
+        self._span: Any = None
         """The caller's span (`telemetry.begin_call`) this future ends when it settles."""
         # Held while pending: waiters block on it; settling releases it.
         self._lock = threading.Lock()
@@ -163,7 +163,7 @@ class Future(Generic[R]):
             self._value = value
             self._state = state
             callbacks, self._callbacks = self._callbacks, None
-            span, self.span = self.span, None
+            span, self._span = self._span, None
         self._lock.release()
         if span is not None:  # before the callbacks, as a done callback registered first
             end_call(span, "error" if state == _ERROR or (state == _LAZY and self._fails)

@@ -119,9 +119,9 @@ class ActorSlot:
         self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
         """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes), newest last."""
         self.recorded = 0
+        """Messages ever put in the flight recorder."""
         self._sites: dict[str, Any] = {}
         """method -> its invocation span site (`_instrument.invocation_site`), made once."""
-        """Messages ever put in the flight recorder."""
         self.requested_ns = 0
         """When the spawn was sent (wall clock of the spawner), for ``actor_spawn_seconds``."""
 
