@@ -518,9 +518,11 @@ def bench_telemetry(rig: Rig) -> dict[str, float]:
     if not (_distribution_version() or "").startswith("pymonarch"):
         log("telemetry: only pymonarch has a telemetry switch; skipped")
         return {}
-    sides = {flag: _Side(flag, rig.quick) for flag in ("1", "0")}
+    sides: dict[str, _Side] = {}
     p50: dict[str, list[float]] = {"1": [], "0": []}
     try:
+        for flag in ("1", "0"):  # in the try: a side that failed to start stops the other
+            sides[flag] = _Side(flag, rig.quick)
         for side in sides.values():
             side.line(CALL_TIMEOUT_S * 2)  # "ready"
         for block in range(rig.n(40, 4)):

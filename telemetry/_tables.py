@@ -207,7 +207,7 @@ def _site_spans(run: list[tuple[SiteSpanColumns, int]]) -> pa.Table:
         _hex_column(b"".join(traces), 16), _hex_column(b"".join(span_ids), 8),
         pc.if_else(pc.equal(parent, "0" * 16), pa.scalar(None, pa.string()), parent),
         per_site(lambda s: s[0], pa.string()), begun, ended,
-        pc.divide(pc.subtract(ended, begun).cast(pa.float64()), 1e6),
+        _duration_ms(begun, ended),
         pa.array(outcomes, type=pa.string()).take(pa.array(outcome_idx, type=pa.int32())),
         per_site(lambda s: s[3], pa.string()),
         per_site(lambda s: _str(s[1].get("mesh")), pa.string()),
@@ -216,6 +216,14 @@ def _site_spans(run: list[tuple[SiteSpanColumns, int]]) -> pa.Table:
         per_site(lambda s: _str(s[1].get("actor_class")), pa.string()),
         bytes_in, per_site(lambda s: _json(s[1]), pa.string())]
     return pa.Table.from_arrays(columns, schema=schema("spans"))
+
+
+def _duration_ms(begun: pa.Array, ended: pa.Array) -> pa.Array:
+    """(end - start) / 1e6 of int64 ns columns, as float64 ms (what Python's division gives)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.divide(pc.subtract(ended, begun).cast(pa.float64()), 1e6)
 
 
 def _hex_column(data: bytes, width: int) -> pa.Array:
@@ -267,7 +275,6 @@ def messages(groups: Iterable[Any]) -> pa.Table:
     A group whose entries are all well formed (the usual case) is taken column by column (in
     C: `zip`, `map`); another one row by row (`message_rows`, which skips what is not)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     heads: list[tuple[Any, ...]] = []  # (actor, mesh, rank, source) of each group
     which: list[int] = []  # each row's group
@@ -301,7 +308,7 @@ def messages(groups: Iterable[Any]) -> pa.Table:
     return pa.Table.from_arrays([
         per_group(0, pa.string()), per_group(1, pa.string()), per_group(2, pa.int64()),
         pa.array(method_c, type=pa.string()), pa.array(sender_c, type=pa.string()), begun,
-        ended, pc.divide(pc.subtract(ended, begun).cast(pa.float64()), 1e6),
+        ended, _duration_ms(begun, ended),
         pa.array(outcome_c, type=pa.string()), pa.array(bytes_c, type=pa.int64()),
         per_group(3, pa.string())], schema=schema("messages"))
 
