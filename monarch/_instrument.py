@@ -21,7 +21,17 @@ from ._wire._switch import switch
 from ._wire._transport import PeerGone
 
 SHIP_S = 0.1
-"""How often a process ships its telemetry to the controller."""
+"""How often a process samples its actors and looks whether to ship: it ships at once what
+people watch live (log lines, failures, transfers) or a backlog of `BACKLOG` records..."""
+
+BULK_S = 0.5
+"""...and everything else (spans, metrics, actor statuses, flight records) at least this often:
+a shipment has a fixed cost on both ends (~0.6 ms in a proc, ~0.4 ms in the controller, 16 procs
+at 4 actors each, measured 2026-11-27), paid per proc, so it counts at scale."""
+
+BACKLOG = 2048
+"""Spans or flight-recorder entries waiting that make a process ship at the next look (half of
+what one drain takes per kind: the drain rate stays 4096 per kind per `SHIP_S`)."""
 
 ENABLED = True
 """Whether this process records telemetry; set once when it joins the job."""
@@ -59,8 +69,14 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     recorder = telemetry.process_recorder()
     sample = actor_sampler(runtime, recorder, queue_depth=enabled)
 
+    shipped_at = [time.monotonic()]
+
     def ship() -> None:
         sample()
+        send()
+
+    def send() -> None:
+        shipped_at[0] = time.monotonic()
         if ingest is not None:  # the controller's own records: no need to encode them
             wire = recorder.drain()
             if wire is not None:
@@ -74,7 +90,9 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
                     pass  # the controller is gone; this proc is about to be stopped
 
     def tick() -> None:
-        ship()
+        sample()
+        if recorder.due(BACKLOG) or time.monotonic() - shipped_at[0] >= BULK_S:
+            send()
         if not runtime._closing:
             runtime.call_later(SHIP_S, tick)
 

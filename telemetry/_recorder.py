@@ -146,6 +146,14 @@ class Recorder:
         return (sum(len(q) for q in self._queues.values()) + len(self._site_spans)
                 + len(self._statuses) + self._message_count)
 
+    def due(self, backlog: int) -> bool:
+        """True when what waits should not wait for the next bulk shipment: a log line, a
+        failure or transfer record, or at least ``backlog`` spans or flight-recorder entries."""
+        queues = self._queues
+        return bool(self._logs or queues["failure"] or queues["transfer"]
+                    or len(self._site_spans) + len(self._spans) >= backlog
+                    or self._message_count >= backlog)
+
     def drain(self, max_items: int = 4096) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
 

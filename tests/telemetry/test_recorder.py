@@ -14,6 +14,7 @@ from monarch.telemetry import (
     set_actor_tags,
     start_span,
 )
+from monarch.telemetry._actors import message_group
 from monarch.telemetry._capture import StreamTee
 
 
@@ -76,6 +77,34 @@ def test_drain_takes_at_most_max_items_per_kind(recorder: Recorder) -> None:
     assert first is not None and second is not None
     assert [s[3] for s in first[2]] == ["0", "1", "2"]
     assert [s[3] for s in second[2]] == ["3", "4"]
+
+
+def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder) -> None:
+    """Spans wait for the bulk shipment; a log line, a transfer, a failure or a backlog of
+    spans makes the recorder due at once, and a drain clears it."""
+    for i in range(3):
+        start_span(f"s{i}").end()
+    assert not recorder.due(backlog=4)
+    start_span("s3").end()
+    assert recorder.due(backlog=4)  # the backlog
+    drain(recorder)
+    assert not recorder.due(backlog=4)
+    StreamTee(_Sink(), "stdout", recorder).write("hello\n")
+    assert recorder.due(backlog=4)
+    drain(recorder)
+    record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
+    assert recorder.due(backlog=4)
+    drain(recorder)
+    record_failure("trainer", 1, "Trainer", "boom")
+    assert recorder.due(backlog=4)
+    drain(recorder)
+    entry = ("step", "root", 1, 2, "ok", 0)
+    recorder.add_message_group(message_group("a0", "trainer", 0, [entry] * 3))
+    assert not recorder.due(backlog=4)
+    recorder.add_message_group(message_group("a0", "trainer", 0, [entry]))
+    assert recorder.due(backlog=4)  # flight-recorder entries pile up too
+    drain(recorder)
+    assert not recorder.due(backlog=4)
 
 
 def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder) -> None:
