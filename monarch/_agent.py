@@ -93,7 +93,8 @@ def ping_handler(runtime: ProcessRuntime) -> Any:
 
 
 def stats_handler(runtime: ProcessRuntime) -> Any:
-    """The system method `stats`: this process's counters (inbox refusals, actors, queues)."""
+    """The system method `stats`: this process's counters (inbox refusals, actors, queues) and
+    whether its I/O thread sleeps (no parked baton to watch, see `_leader`)."""
     def stats(msg: Call, frames: list[Any]) -> None:
         if msg.port is None:
             return
@@ -102,6 +103,7 @@ def stats_handler(runtime: ProcessRuntime) -> Any:
                 "denied_peers": inbox.denied_peers,
                 "failed_handshakes": inbox.failed_handshakes,
                 "internal_errors": runtime.internal_errors, "pid": os.getpid(),
+                "io_asleep": runtime.leadership.io_asleep,
                 "actors": {mesh: {"state": slot.state, "handled": slot.handled,
                                   "queued": slot.queue_depth()}
                            for mesh, slot in runtime.actors.items()}}

@@ -9,10 +9,14 @@ A leader that stops polling (its own message arrived, its future settled) hands 
 the first follower waiting, or else *parks* it, waking nobody: the next thread that wants to
 lead takes a parked baton at once. The I/O thread checks every `PARK_CHECK_S` and takes over a
 baton parked for longer than that, so a long handler stalls the inbox for a few ms at most.
+After `QUIET_CHECKS` checks in a row that saw no park, it sleeps (an idle proc, or one whose
+actors keep the baton among themselves, wakes it ~330 times a second for nothing); the next
+park wakes it (`WATCH`), so a parked baton always has it watching.
 
 Invariant: the baton is held (by `_holder`), queued as BATON to the follower it was handed to,
-or parked (`_holder is None`). Every transition happens under `_lock`, so a follower that gives
-up always finds out whether the baton is already on its way to it.
+or parked (`_holder is None`, and then the I/O thread is not asleep). Every transition happens
+under `_lock`, so a follower that gives up always finds out whether the baton is already on its
+way to it.
 """
 
 from __future__ import annotations
@@ -29,8 +33,14 @@ BATON = object()
 DONE = object()
 """Queued to a waiting thread: what it waited for has happened."""
 
+WATCH = object()
+"""Queued to the sleeping I/O thread: the baton was parked; check on it again."""
+
 PARK_CHECK_S = 0.003
 """How often the I/O thread, when not leading, looks for a baton parked too long."""
+
+QUIET_CHECKS = 10
+"""Checks in a row without a park after which the I/O thread sleeps until the next park."""
 
 
 class Leadership:
@@ -45,6 +55,11 @@ class Leadership:
         # The queue of the leader (or of the follower the baton travels to); None when parked.
         self._holder: queue.SimpleQueue[Any] | None = self.io_queue
         self._parked_at = 0.0
+        self._parks = 0  # baton parks so far; guarded by _lock
+        self._parks_seen = 0  # ... as of the I/O thread's last check
+        self._quiet = 0  # the I/O thread's checks in a row that saw no park
+        self.io_asleep = False
+        """The I/O thread waits without a timeout: a park must wake it. Guarded by _lock."""
         self.leader_ident: int | None = None
         """Thread ident of the thread inside the loop right now."""
         self.closing = False
@@ -86,6 +101,7 @@ class Leadership:
     def release(self, me: queue.SimpleQueue[Any]) -> bool:
         """The leader `me` stops leading: the baton goes to the first follower waiting, or is
         parked (to the I/O thread once closing). Returns True if `me` still holds it."""
+        watch = False
         with self._lock:
             if self.closing:
                 nxt: queue.SimpleQueue[Any] | None = self.io_queue
@@ -96,8 +112,12 @@ class Leadership:
             else:
                 nxt = None
                 self._parked_at = time.monotonic()
+                self._parks += 1
+                watch, self.io_asleep = self.io_asleep, False
             self._holder = nxt
         if nxt is None:
+            if watch:
+                self.io_queue.put(WATCH)
             return False
         if nxt is me:
             return True
@@ -105,10 +125,21 @@ class Leadership:
         return False
 
     def take_if_parked(self, me: queue.SimpleQueue[Any], min_age: float) -> bool:
-        """Takes a baton parked for at least `min_age` seconds (or any, when closing)."""
+        """Takes a baton parked for at least `min_age` seconds (or any, when closing). The I/O
+        thread's periodic check: after `QUIET_CHECKS` in a row that saw no park, `io_asleep`
+        is set (the I/O thread then waits for `WATCH` or the baton, without a timeout)."""
         with self._lock:
-            if self._holder is None and (
-                    self.closing or time.monotonic() - self._parked_at >= min_age):
-                self._holder = me
-                return True
+            if self._holder is None:
+                if self.closing or time.monotonic() - self._parked_at >= min_age:
+                    self._holder = me
+                    return True
+                self._quiet = 0
+            elif self._parks != self._parks_seen:
+                self._parks_seen = self._parks
+                self._quiet = 0
+            else:
+                self._quiet += 1
+                if self._quiet >= QUIET_CHECKS and me is self.io_queue and not self.closing:
+                    self.io_asleep = True
+                    self._quiet = 0
             return False

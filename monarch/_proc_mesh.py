@@ -138,7 +138,7 @@ class ProcMesh(OnView):
 
     def stats(self) -> Future[Any]:
         """A future of a ValueMesh of each proc's counters (messages received, frames and peers
-        refused, internal errors, its actors)."""
+        refused, internal errors, its actors, whether its I/O thread sleeps)."""
         runtime = _process.current() or _runtime()
         future: Future[Any] = Future()
         addresses = tuple(self._table[r] for r in self._ranks)

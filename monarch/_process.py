@@ -256,12 +256,13 @@ class ProcessRuntime:
 
     def _await_baton(self) -> None:
         """The I/O thread, not leading: waits to be handed the baton, and takes it over when it
-        has been parked too long (a leader went off to run a long handler)."""
+        has been parked too long (a leader went off to run a long handler); sleeps while no
+        park happens (see `_leader`)."""
         lead = self.leadership
         while True:
             try:
-                if lead.io_queue.get(timeout=PARK_CHECK_S) is BATON:
-                    return
+                if lead.io_queue.get(timeout=None if lead.io_asleep else PARK_CHECK_S) is BATON:
+                    return  # (else WATCH: the baton was parked while it slept)
             except queue.Empty:
                 if lead.take_if_parked(lead.io_queue, PARK_CHECK_S):
                     return

@@ -423,6 +423,27 @@ def test_a_busy_sync_actor_does_not_stall_its_proc(procs, tmp_path):
     assert busy.get(timeout=30) == "released"
 
 
+def test_a_proc_whose_only_actor_is_busy_still_serves_its_inbox(tmp_path):
+    """An idle proc's I/O thread sleeps; when the proc's only actor then runs a long handler,
+    the parked baton wakes it and it serves the inbox: a spawn there, and casts rooted there."""
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    try:
+        sleepers = procs.spawn("lonely", Sleeper)
+        wait_until(lambda: all(s["io_asleep"] for s in procs.stats().get(timeout=30).values()),
+                   "the idle procs' I/O threads asleep")
+        port, receiver = Channel.open()
+        flag = tmp_path / "release"
+        busy = sleepers.slice(gpus=0).busy_until.call_one(port, str(flag))
+        assert receiver.recv().get(timeout=30) == "started"
+        late = procs.spawn("late", Echo)  # proc 0 reads the spawn while its only actor is busy
+        assert list(late.add.call(2, 2).get(timeout=30).values()) == [4, 4]
+        assert not busy.done()
+        flag.touch()
+        assert busy.get(timeout=30) == "released"
+    finally:
+        procs.stop().get(timeout=30)
+
+
 def test_tcp_transport_for_local_procs():
     from monarch.actor import ChannelTransport, enable_transport
     from monarch.config import configured

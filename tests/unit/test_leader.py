@@ -6,7 +6,7 @@ import collections
 import queue
 import threading
 
-from monarch._leader import BATON, Leadership
+from monarch._leader import BATON, QUIET_CHECKS, WATCH, Leadership
 
 
 def test_parked_baton_is_taken_without_waking_anyone():
@@ -72,3 +72,32 @@ def test_many_threads_never_lead_at_once():
     for t in threads:
         t.join(timeout=30)
     assert not errors and len(holders) == 800
+
+
+def test_io_thread_sleeps_while_nobody_parks_and_a_park_wakes_it():
+    lead = Leadership(lambda: None)
+    me: queue.SimpleQueue = queue.SimpleQueue()
+    lead.want(me)
+    lead.release(lead.io_queue)  # me leads now
+    assert me.get_nowait() is BATON
+    for _ in range(QUIET_CHECKS - 1):
+        assert not lead.take_if_parked(lead.io_queue, 0.0)
+    assert not lead.io_asleep
+    assert not lead.take_if_parked(lead.io_queue, 0.0)
+    assert lead.io_asleep  # QUIET_CHECKS looks saw the baton held and no park
+    assert lead.io_queue.empty()
+    assert lead.release(me) is False  # parked: the sleeping I/O thread is woken to watch
+    assert not lead.io_asleep and lead.io_queue.get_nowait() is WATCH
+    assert lead.take_if_parked(lead.io_queue, 0.0)
+
+
+def test_a_park_between_checks_keeps_the_io_thread_watching():
+    lead = Leadership(lambda: None)
+    me: queue.SimpleQueue = queue.SimpleQueue()
+    lead.want(me)
+    lead.release(lead.io_queue)
+    for _ in range(3 * QUIET_CHECKS):
+        assert lead.release(me) is False  # a park (an actor went off to run its message)...
+        assert lead.want(me) is True  # ...and back, before the I/O thread looked
+        assert not lead.take_if_parked(lead.io_queue, 0.0)
+    assert not lead.io_asleep and lead.io_queue.empty()
