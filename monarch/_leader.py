@@ -59,7 +59,8 @@ class Leadership:
         self._parks_seen = 0  # ... as of the I/O thread's last check
         self._quiet = 0  # the I/O thread's checks in a row that saw no park
         self.io_asleep = False
-        """The I/O thread waits without a timeout: a park must wake it. Guarded by _lock."""
+        """The I/O thread waits without a timeout: a park must wake it. Written under _lock;
+        the I/O thread reads it without (a stale read costs one more turn of its loop)."""
         self.leader_ident: int | None = None
         """Thread ident of the thread inside the loop right now."""
         self.closing = False
@@ -129,12 +130,11 @@ class Leadership:
         thread's periodic check: after `QUIET_CHECKS` in a row that saw no park, `io_asleep`
         is set (the I/O thread then waits for `WATCH` or the baton, without a timeout)."""
         with self._lock:
-            if self._holder is None:
-                if self.closing or time.monotonic() - self._parked_at >= min_age:
-                    self._holder = me
-                    return True
-                self._quiet = 0
-            elif self._parks != self._parks_seen:
+            if self._holder is None and (
+                    self.closing or time.monotonic() - self._parked_at >= min_age):
+                self._holder = me
+                return True
+            if self._holder is None or self._parks != self._parks_seen:
                 self._parks_seen = self._parks
                 self._quiet = 0
             else:
