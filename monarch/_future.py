@@ -27,7 +27,7 @@ class Future(Generic[R]):
     """
 
     __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
-                 "_starter", "_span", "__weakref__")
+                 "_starter", "_span", "_gather", "__weakref__")
 
     def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
         self._state = _PENDING
@@ -38,6 +38,9 @@ class Future(Generic[R]):
         self._fails = False
         self._span: Any = None
         """The caller's span (`telemetry.begin_call`) this future ends when it settles."""
+        self._gather: Any = None
+        """The sink of the replies that settle it, when there are several (`_gather`);
+        dropped when it settles."""
         # Held while pending: waiters block on it; settling releases it.
         self._lock = threading.Lock()
         self._lock.acquire()
@@ -164,6 +167,7 @@ class Future(Generic[R]):
             self._state = state
             callbacks, self._callbacks = self._callbacks, None
             span, self._span = self._span, None
+            self._gather = None
         self._lock.release()
         if span is not None:  # before the callbacks, as a done callback registered first
             end_call(span, "error" if state == _ERROR or (state == _LAZY and self._fails)

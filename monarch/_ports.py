@@ -71,6 +71,9 @@ class Sink:
 
     __slots__ = ("addresses", "info")
 
+    missing = 0
+    """Replies it still expects that a leader may let pile up (`_gather`): a `CallSink`'s."""
+
     def __init__(self, addresses: Sequence[str], info: CallInfo | None) -> None:
         self.addresses = addresses
         self.info = info
@@ -111,7 +114,7 @@ class OneSink(Sink):
 class CallSink(Sink):
     """N answers build a ValueMesh; the first error fails the whole call."""
 
-    __slots__ = ("future", "build", "_replies", "_missing")
+    __slots__ = ("future", "build", "_replies", "missing")
 
     def __init__(self, future: Future[Any], addresses: Sequence[str], info: CallInfo,
                  build: Callable[[list[Any]], Any]) -> None:
@@ -119,7 +122,9 @@ class CallSink(Sink):
         self.future = future
         self.build = build
         self._replies: list[Any] = [None] * len(addresses)
-        self._missing = len(addresses)
+        self.missing = len(addresses)
+        """Replies not yet received (read by the waiting leader: `_gather`)."""
+        future._gather = self
 
     def deliver(self, reply: Reply, frames: list[Any]) -> bool:
         if reply.status != OK:
@@ -127,9 +132,9 @@ class CallSink(Sink):
             self.future.set_lazy(lambda: decode_value(reply, frames, info), True)
             return True
         if self._replies[reply.index] is None:
-            self._missing -= 1
+            self.missing -= 1
         self._replies[reply.index] = (reply, frames)
-        if self._missing:
+        if self.missing:
             return False
         replies, info, build = self._replies, self.info, self.build
         self.future.set_lazy(lambda: build([decode_value(r, f, info) for r, f in replies]))

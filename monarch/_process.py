@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import zmq
 
-from . import _clock, _future
+from . import _clock, _future, _gather
 from ._identity import ProcessIdentity
 from ._forward import Forwarder
 from ._leader import BATON, DONE, PARK_CHECK_S, Leadership
@@ -142,11 +142,16 @@ class ProcessRuntime:
 
     def close(self) -> None:
         """Stops the loop, fails what still waits, closes sockets (queued sends get 0.5 s)."""
+        first = not self._closing
         self._closing = True
         self.leadership.closing = True
         self.wake()
-        if (self._thread is not None and self._thread is not threading.current_thread()
-                and self._thread.is_alive()):
+        if self._thread is None:  # never started: no loop will close the inbox on its way out
+            if not first:
+                return
+            self._fail_all("the monarch runtime of this process shut down")
+            self.inbox.close()
+        elif self._thread is not threading.current_thread() and self._thread.is_alive():
             self._thread.join(timeout=5)
         self.outbox.close(linger_ms=500)
 
@@ -160,7 +165,7 @@ class ProcessRuntime:
         deadline = None if timeout is None else time.monotonic() + timeout
         me: queue.SimpleQueue[Any] = queue.SimpleQueue()
         if self.leadership.want(me):
-            self.lead(me, future.done, deadline)
+            self.lead(me, future.done, deadline, future._gather)
             return future.done()
         future.add_done_callback(lambda: me.put(DONE))
         try:
@@ -172,7 +177,7 @@ class ProcessRuntime:
             self.leadership.cancel(me, None)
             raise
         if item is BATON:
-            self.lead(me, future.done, deadline)
+            self.lead(me, future.done, deadline, future._gather)
         else:
             self.leadership.cancel(me, None)
         return future.done()
@@ -268,11 +273,13 @@ class ProcessRuntime:
                     return
 
     def lead(self, me: queue.SimpleQueue[Any], until: Callable[[], bool] | None,
-             deadline: float | None) -> bool:
+             deadline: float | None, gather: Any = None) -> bool:
         """Runs the loop as leader (`me` holds the baton) until `until()` holds, the deadline
         passes, or (for the I/O thread) a follower wants to lead; then releases the baton.
-        Returns True if `me` still holds it (the I/O thread when closing, or when the follower
-        it yielded to gave up)."""
+        `gather`: the sink of the call waited for; while it and the other pending calls still
+        expect many replies on a busy host, they are read in batches (`_gather`). Returns True if
+        `me` still holds it (the I/O thread when closing, or when the follower it yielded to
+        gave up)."""
         lead = self.leadership
         is_io = me is lead.io_queue
         lead.leader_ident = threading.get_ident()
@@ -285,6 +292,8 @@ class ProcessRuntime:
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 self._poll_once(is_io)
+                if gather is not None and self.gathering(gather):
+                    _gather.pause()
         except BaseException:
             lead.leader_ident = None
             lead.release(me)
@@ -293,6 +302,20 @@ class ProcessRuntime:
         if is_io and self._closing:
             return True
         return lead.release(me)
+
+    def gathering(self, gather: Any) -> bool:
+        """True when a leader waiting on the call whose sink is `gather` should let replies
+        pile up (`_gather`): that call still expects replies, this process's pending calls
+        (their first `_gather.SCANNED` ports) expect `_gather.MIN_REPLIES` or more, and the
+        host is busy."""
+        if not gather.missing:
+            return False
+        due = 0
+        for sink in itertools.islice(self.ports.values(), _gather.SCANNED):
+            due += sink.missing
+            if due >= _gather.MIN_REPLIES:
+                return _gather.host_load.busy()
+        return False
 
     def _poll_once(self, is_io: bool) -> None:
         """One poll of every input, then what is due. Hot path: one call per message waited
