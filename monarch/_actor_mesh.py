@@ -117,7 +117,8 @@ class ActorMesh(OnView, Generic[A]):
     def _cast(self, runtime: Any, sender: str, method: str, frames: list[Any],
               port: tuple | None, trace: tuple | None = None) -> None:
         runtime.cast(sender, self._mesh_id, method, self._procs, self._table, self._view,
-                     self._ranks, frames, port, trace, whole=self._whole)
+                     self._ranks, frames, port, trace, whole=self._whole,
+                     hold=len(self._ranks) > 1 and _context.holds_calls())
 
     def _refusal(self, runtime: Any) -> tuple[int, str] | None:
         """(index, report) of the first rank known to have failed, if any."""

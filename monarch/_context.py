@@ -136,6 +136,13 @@ def context() -> Context:
     return root()
 
 
+def holds_calls() -> bool:
+    """True on a thread outside any actor and asyncio loop: the calls it sends may wait for
+    its next ones and leave together (`monarch._wire._held`); it releases them when it waits
+    on a future (an asyncio loop awaits without that, so its calls leave at once)."""
+    return _current.get() is None and asyncio._get_running_loop() is None
+
+
 _client_loops: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 """asyncio loops the client used monarch from (see `wake_client_loops`)."""
 

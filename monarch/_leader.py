@@ -65,6 +65,11 @@ class Leadership:
         """Thread ident of the thread inside the loop right now."""
         self.closing = False
 
+    def holder_polls(self) -> bool:
+        """True when some thread holds the baton (it polls, or is about to): what another
+        thread leaves for the loop must wake it."""
+        return self._holder is not None
+
     def wanted(self) -> bool:
         """True when some follower waits to lead (the I/O thread then yields)."""
         return bool(self._wanted)

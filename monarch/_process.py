@@ -53,6 +53,7 @@ class ProcessRuntime:
         self.failed_actors: dict[tuple[str, int], str] = {}
         """(actor mesh id, base rank) -> failure report, for actors known failed or stopped."""
         self.outbox = Outbox(self.ctx, identity.secret, self.dead.__contains__)
+        self.outbox.on_held_lost = self._held_lost
         self.numbering = Numbering()
         self.reorder = Reorder(self._deliver)
         self.tables: dict[str, tuple[str, ...]] = {}
@@ -145,6 +146,7 @@ class ProcessRuntime:
         first = not self._closing
         self._closing = True
         self.leadership.closing = True
+        self.outbox.held.release(block=not self.on_io_thread())
         self.wake()
         if self._thread is None:  # never started: no loop will close the inbox on its way out
             if not first:
@@ -158,6 +160,9 @@ class ProcessRuntime:
     def wait_for(self, future: Any, timeout: float | None) -> bool:
         """Waits for `future` to settle, leading the loop meanwhile if possible; False on
         timeout. Installed as the waiter of every Future of this process."""
+        held = self.outbox.held
+        if held.by_address or held.lock.locked():  # what this thread held goes out first
+            held.release(block=not self.on_io_thread())
         if self._closing or self.on_io_thread() or self._thread is None:
             return future._lock_wait(timeout)
         if future.done():
@@ -195,17 +200,36 @@ class ProcessRuntime:
 
     def cast(self, sender: str, mesh: str, method: str, procs: str, table: Sequence[str],
              view: View, ranks: Sequence[int], frames: list[Any], port: tuple | None,
-             trace: tuple | None = None, block: bool = True, whole: bool = False) -> None:
+             trace: tuple | None = None, block: bool = True, whole: bool = False,
+             hold: bool = False) -> None:
         """Sends one call to every rank of `view` (base ranks `ranks` of proc mesh `procs`,
-        whose addresses are `table`; `whole`: every actor of the mesh). Raises PeerGone if
-        the first hop is known dead."""
+        whose addresses are `table`; `whole`: every actor of the mesh). `hold`: the call may
+        wait for the thread's next calls and leave with them (`_wire._held`). Raises PeerGone
+        if the first hop is known dead."""
         if len(ranks) == 1:
             seqs: tuple = ((self.numbering.take_one(sender, mesh, ranks[0]), 1),)
         else:
             seqs = self.numbering.take(sender, mesh, ranks, whole)
-        msg = Call(sender, mesh, method, procs, view.to_wire(), 0, len(ranks), seqs, port,
-                   trace, _clock.now(), len(frames))
-        self.outbox.send(table[ranks[0]], msg, frames, block=block)
+        fields = (sender, mesh, method, procs, view.to_wire(), 0, len(ranks), seqs, port,
+                  trace, _clock.now(), len(frames))
+        if hold:
+            if self.outbox.hold(table[ranks[0]], fields, frames) \
+                    and self.leadership.holder_polls():
+                self.wake()  # a leader polls, maybe for long: it releases them at once
+            return
+        self.outbox.send(table[ranks[0]], Call(*fields), frames, block=block)
+
+    def _held_lost(self, address: str, msg: Any, reason: str | None) -> None:
+        """Held calls that could not be sent: their callers get the error a send would have
+        raised (see `ActorMesh._send`)."""
+        calls = [Call(*fields) for fields in msg.calls] if type(msg) is Batch else [msg]
+        reason = self.dead.get(address) or reason or "gone"
+        for call in calls:
+            if call.port is None or call.port[0] != self.address:
+                continue
+            sink = self.ports.pop(call.port[1], None)
+            if sink is not None:
+                sink.fail(address, reason, None)
 
     def reply(self, port: tuple, index: int, status: int, frames: Sequence[Any] = (),
               block: bool = True) -> None:
@@ -321,12 +345,17 @@ class ProcessRuntime:
         """One poll of every input, then what is due. Hot path: one call per message waited
         for, on each side of every call; keep it flat."""
         handlers = self._handlers or self._make_poller()
+        held = self.outbox.held
+        if held.by_address:
+            held.release(block=False)
         if self._timers or self.outbox.backlogged:
             timeout = self._poll_timeout_ms()
             if not is_io and timeout > 20:
                 timeout = 20
         else:
             timeout = 1000 if is_io else 20
+        if held.by_address:  # another thread was holding one just now: look again soon
+            timeout = 1
         idle = True
         for target, _ in self._poller.poll(timeout):  # type: ignore[union-attr]
             handler, arg = handlers[target]
@@ -342,6 +371,8 @@ class ProcessRuntime:
             self._run_timers()
         if self.forwarder.pending:
             self.forwarder.flush()
+        if held.by_address:
+            held.release(block=False)
         if self.outbox.backlogged:
             self.outbox.flush()
 

@@ -24,6 +24,7 @@ import zmq.utils.monitor
 import zmq.utils.z85
 
 from . import _lane
+from ._held import HeldCalls
 from ._messages import WireError, decode, encode
 
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
@@ -332,13 +333,40 @@ class Outbox:
         """Addresses with a backlog; touched by the I/O loop only."""
         self.lanes = _lane.enabled()
         """New links to ipc addresses try a lane first (`_lane`)."""
+        self.held = HeldCalls(self._send_held)
+        """Calls of user threads held for a burst (`_held`); released before any other send."""
+        self.on_held_lost: Callable[[str, Any, str | None], None] | None = None
+        """Told of a held message that could not be sent (address, message, why): its callers
+        are answered there, as a send raising PeerGone would have made them be."""
 
     def send(self, address: str, msg: Any, frames: Sequence[Any] = (), block: bool = True) -> None:
         """Sends a message (envelope + frames) to `address`, in order per link."""
         self.send_raw(address, [encode(msg), *frames], block)
 
+    def hold(self, address: str, fields: tuple, frames: list[Any]) -> bool:
+        """Holds a Call (its fields) for `address` until the next release (`_held`); True
+        when nothing was held before. Raises PeerGone once the outbox is closed."""
+        if self._closed:
+            raise PeerGone(address)
+        return self.held.hold(address, fields, frames)
+
+    def _send_held(self, address: str, msg: Any, frames: list[Any], block: bool) -> None:
+        try:
+            if self._is_dead(address):  # its death answered the callers already
+                raise PeerGone(address)
+            self._send_parts(address, [encode(msg), *frames], block)
+        except PeerGone as exc:
+            if self.on_held_lost is not None:
+                self.on_held_lost(address, msg, exc.reason)
+
     def send_raw(self, address: str, parts: list[Any], block: bool = True) -> None:
-        """Sends already-encoded parts; see `send`."""
+        """Sends already-encoded parts; see `send`. Calls held before are sent first."""
+        held = self.held
+        if held.by_address or held.lock.locked():
+            held.release(block)
+        self._send_parts(address, parts, block)
+
+    def _send_parts(self, address: str, parts: list[Any], block: bool) -> None:
         link = self._links.get(address) or self._connect(address)
         if link.lane is None and link.pending:
             with link.lock:

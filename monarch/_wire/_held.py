@@ -1,0 +1,80 @@
+"""Calls a thread sends in a burst travel together: held per destination, sent as one Batch.
+
+A script that calls several meshes and then waits (`futures = [m.step.call() for m in
+meshes]`, then `.get()` each) sends its calls one after the other to the same first hop of the
+cast tree, which would wake for each, forward each to its children, and wake each of them as
+often. Held, they leave as one `Batch` per destination when the thread waits (or sends
+anything else, or holds `MAX_HELD` for one destination): one wake and one forward per hop for
+the whole burst. `ProcessRuntime.cast` holds the calls of threads outside any actor and
+asyncio loop (`hold=True`); what holds them is released by the first of:
+
+- any wait on a future in the process (`ProcessRuntime.wait_for`), and any other message sent
+  through the outbox (so nothing a thread sends overtakes the calls it held before);
+- the loop: at each poll of its leader, before and after it polls. A thread that holds the
+  first call wakes the leader if one polls; if the baton is parked, the I/O thread takes it
+  over within `_leader.PARK_CHECK_S` and polls: a call nobody waits for leaves within a few
+  milliseconds;
+- `MAX_HELD` calls held for one destination, and the runtime's close.
+
+Order per sender and actor does not depend on it (calls carry their sequence numbers); order
+with the thread's other messages does, hence the release on any send.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ._messages import Batch, Call
+
+MAX_HELD = 64
+"""Calls held for one destination before they are sent without waiting for more."""
+
+
+class HeldCalls:
+    """The calls held per destination address (any thread)."""
+
+    def __init__(self, send: Callable[[str, Any, list[Any], bool], None]) -> None:
+        self._send = send
+        """Sends one message now, bypassing the held calls (a destination known dead drops it:
+        its callers' sinks fail when the death is handled)."""
+        self.by_address: dict[str, list[tuple[tuple, list[Any]]]] = {}
+        """Destination address -> (Call fields, frames) of each call held for it, in order."""
+        self.lock = threading.Lock()
+        """Held while calls are added or sent: a thread that finds it taken waits for the
+        release (`Outbox.send_raw`), so its own message cannot overtake its held calls."""
+
+    def hold(self, address: str, fields: tuple, frames: list[Any]) -> bool:
+        """Holds one call; returns True when nothing was held before (the caller makes sure a
+        release will come). Holding `MAX_HELD` for one address sends them at once."""
+        with self.lock:
+            first = not self.by_address
+            held = self.by_address.get(address)
+            if held is None:
+                self.by_address[address] = [(fields, frames)]
+                return first
+            held.append((fields, frames))
+            if len(held) < MAX_HELD:
+                return first
+        self.release(block=True)
+        return first
+
+    def release(self, block: bool) -> None:
+        """Sends every held call: one `Call`, or one `Batch` per destination. `block=False` is
+        the loop's: it never waits (another thread releasing sends them)."""
+        if block:
+            self.lock.acquire()
+        elif not self.lock.acquire(blocking=False):
+            return
+        try:
+            held, self.by_address = self.by_address, {}
+            for address, calls in held.items():
+                if len(calls) == 1:
+                    fields, frames = calls[0]
+                    self._send(address, Call(*fields), frames, block)
+                else:
+                    frames = [frame for _, fs in calls for frame in fs]
+                    self._send(address, Batch(tuple(f for f, _ in calls), len(frames)), frames,
+                               block)
+        finally:
+            self.lock.release()

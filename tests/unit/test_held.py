@@ -1,0 +1,73 @@
+"""Held calls (`monarch._wire._held`): one Batch per destination, in order, never stuck."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from monarch._future import Future
+from monarch._identity import ProcessIdentity
+from monarch._ports import CallInfo, CallSink
+from monarch._process import ProcessRuntime
+from monarch._wire._held import MAX_HELD, HeldCalls
+from monarch._wire._messages import Batch, Call
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def fields(i: int, port: tuple | None = None) -> tuple:
+    return ("sender", "mesh", "noop", "procs", (), 0, 2, ((i, 2),), port, None, 0, 1)
+
+
+def test_held_calls_leave_as_one_batch_per_destination_in_order():
+    sent: list = []
+    held = HeldCalls(lambda address, msg, frames, block: sent.append((address, msg, frames)))
+    assert held.hold("a", fields(1), [b"a1"]) is True
+    assert held.hold("b", fields(2), [b"b2"]) is False
+    assert held.hold("a", fields(3), [b"a3"]) is False
+    assert sent == []
+    held.release(block=True)
+    assert not held.by_address
+    (a, batch, a_frames), (b, call, b_frames) = sent
+    assert a == "a" and type(batch) is Batch and [c[7] for c in batch.calls] == [((1, 2),),
+                                                                                  ((3, 2),)]
+    assert batch.nframes == 2 and a_frames == [b"a1", b"a3"]
+    assert b == "b" and type(call) is Call and call.seqs == ((2, 2),) and b_frames == [b"b2"]
+
+
+def test_a_full_destination_leaves_without_waiting_for_a_release():
+    sent: list = []
+    held = HeldCalls(lambda address, msg, frames, block: sent.append(msg))
+    for i in range(MAX_HELD):
+        held.hold("a", fields(i), [b"x"])
+    assert len(sent) == 1 and len(sent[0].calls) == MAX_HELD and not held.by_address
+
+
+def test_the_loop_never_waits_for_another_threads_release():
+    sent: list = []
+    held = HeldCalls(lambda address, msg, frames, block: sent.append(msg))
+    held.hold("a", fields(1), [b"x"])
+    with held.lock:  # another thread is releasing (or holding) right now
+        done = threading.Event()
+        threading.Thread(target=lambda: (held.release(block=False), done.set())).start()
+        assert done.wait(10)
+        assert sent == []
+    held.release(block=False)
+    assert len(sent) == 1
+
+
+def test_held_calls_that_cannot_leave_answer_their_callers(tmp_path):
+    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
+    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
+    try:
+        future: Future = Future()
+        sink = CallSink(future, ["ipc://gone", "ipc://other"], CallInfo("mesh", "noop", str), list)
+        port = runtime.new_port(sink)
+        lost = Batch((fields(1, (runtime.address, port)), fields(2, None)), 2)
+        runtime.outbox.on_held_lost("ipc://gone", lost, "not taken within 30 s")
+        assert port not in runtime.ports
+        assert "not taken within 30 s" in str(future.exception(timeout=10))
+    finally:
+        runtime.close()
