@@ -34,10 +34,13 @@ MAX_HELD = 64
 class HeldCalls:
     """The calls held per destination address (any thread)."""
 
-    def __init__(self, send: Callable[[str, Any, list[Any], bool], None]) -> None:
+    def __init__(self, send: Callable[[str, Any, list[Any], bool], None],
+                 after: Callable[[], None] | None = None) -> None:
         self._send = send
-        """Sends one message now, bypassing the held calls (a destination known dead drops it:
-        its callers' sinks fail when the death is handled)."""
+        """Sends one message now, bypassing the held calls."""
+        self._after = after
+        """Runs after each release, without the lock (what could not be sent is reported
+        there: reporting fails futures, whose callbacks may hold calls again)."""
         self.by_address: dict[str, list[tuple[tuple, list[Any]]]] = {}
         """Destination address -> (Call fields, frames) of each call held for it, in order."""
         self.lock = threading.Lock()
@@ -78,3 +81,5 @@ class HeldCalls:
                                block)
         finally:
             self.lock.release()
+        if self._after is not None:
+            self._after()

@@ -333,11 +333,12 @@ class Outbox:
         """Addresses with a backlog; touched by the I/O loop only."""
         self.lanes = _lane.enabled()
         """New links to ipc addresses try a lane first (`_lane`)."""
-        self.held = HeldCalls(self._send_held)
+        self.held = HeldCalls(self._send_held, self._report_lost)
         """Calls of user threads held for a burst (`_held`); released before any other send."""
         self.on_held_lost: Callable[[str, Any, str | None], None] | None = None
         """Told of a held message that could not be sent (address, message, why): its callers
         are answered there, as a send raising PeerGone would have made them be."""
+        self._lost: list[tuple[str, Any, str | None]] = []
 
     def send(self, address: str, msg: Any, frames: Sequence[Any] = (), block: bool = True) -> None:
         """Sends a message (envelope + frames) to `address`, in order per link."""
@@ -356,8 +357,15 @@ class Outbox:
                 raise PeerGone(address)
             self._send_parts(address, [encode(msg), *frames], block)
         except PeerGone as exc:
-            if self.on_held_lost is not None:
-                self.on_held_lost(address, msg, exc.reason)
+            self._lost.append((address, msg, exc.reason))  # reported once the lock is free
+
+    def _report_lost(self) -> None:
+        if not self._lost:
+            return
+        lost, self._lost = self._lost, []
+        if self.on_held_lost is not None:
+            for address, msg, reason in lost:
+                self.on_held_lost(address, msg, reason)
 
     def send_raw(self, address: str, parts: list[Any], block: bool = True) -> None:
         """Sends already-encoded parts; see `send`. Calls held before are sent first."""

@@ -71,3 +71,24 @@ def test_held_calls_that_cannot_leave_answer_their_callers(tmp_path):
         assert "not taken within 30 s" in str(future.exception(timeout=10))
     finally:
         runtime.close()
+
+
+def test_calls_that_cannot_leave_are_reported_once_the_lock_is_free():
+    reported: list = []
+    held: HeldCalls
+
+    def send(address, msg, frames, block) -> None:
+        lost.append(address)
+
+    def after() -> None:  # a failed caller's callback may hold a call again
+        reported.extend(lost)
+        lost.clear()
+        assert not held.lock.locked()
+        if len(reported) == 1:
+            held.hold("again", fields(9), [b"x"])
+
+    lost: list = []
+    held = HeldCalls(send, after)
+    held.hold("gone", fields(1), [b"x"])
+    held.release(block=True)
+    assert reported == ["gone"] and list(held.by_address) == ["again"]
