@@ -131,7 +131,7 @@ def service_lines(services: list[dict[str, Any]], meshes: list[dict[str, Any]]) 
         lines.append(f"service {paint(svc['name'], bold=True)}  {healthy}  "
                      f"load {svc['load']}  retried {svc['retried']}  "
                      f"(router in {svc['router_proc']})")
-        replaced = {}
+        replaced: dict[Any, list[Any]] = {}
         for old in svc["replaced"]:
             replaced.setdefault(old["replica"], []).append(old)
         for i, rep in enumerate(svc["replicas"]):

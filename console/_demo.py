@@ -30,7 +30,7 @@ from monarch.actor import Actor, current_rank, endpoint, this_host
 try:  # the data plane, when this installation has it
     from monarch.rdma import RDMABuffer
 except ImportError:  # pragma: no cover - depends on the installation
-    RDMABuffer = None
+    RDMABuffer = None  # type: ignore[assignment,misc]
 
 WEIGHTS = 4 << 20
 """Bytes of 'weights' the generators pull from a trainer every 5 steps."""

@@ -96,7 +96,7 @@ def _mesh(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
     for actor in actors:
         state = index.actor_state(mesh, actor)
         states[state] = states.get(state, 0) + 1
-    fields = (("mesh", mesh["name"]), ("id", mesh["mesh"]), ("class", str(mesh.get("class_name"))),
+    fields: tuple[tuple[str, Any], ...] = (("mesh", mesh["name"]), ("id", mesh["mesh"]), ("class", str(mesh.get("class_name"))),
               ("extent", format_extent(mesh.get("extent"))), ("proc mesh", str(mesh.get("procs"))),
               ("owner", str(mesh.get("owner_id") or "root")),
               ("actors", ", ".join(f"{n} {s}" for s, n in sorted(states.items()))),

@@ -23,7 +23,7 @@ KEYS: tuple[Key, ...] = (
     Key("up", "cursor_up", "previous row (k is kill, as in htop)", "move"),
     Key("g,home", "cursor_top", "first row", "move"),
     Key("G,end", "cursor_bottom", "last row", "move"),
-    Key("enter,right,left", "toggle", "expand / collapse the row", "move"),
+    Key("enter,right,left", "toggle_row", "expand / collapse the row", "move"),
     Key("tab", "focus_next", "next pane", "move", "panes"),
     Key("l", "focus_logs", "focus the logs", "move"),
     Key("colon", "slice", "slice the selected mesh (hosts=0, gpus=0:4)", "select", "slice"),

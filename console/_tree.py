@@ -35,9 +35,9 @@ class MeshTree(DataTable[Text]):
             """True: open, False: close, None: the other way round."""
             super().__init__()
 
-    BINDINGS = [Binding("enter", "toggle", "expand/collapse", show=False),
-                Binding("right", "toggle(True)", "expand", show=False),
-                Binding("left", "toggle(False)", "collapse", show=False)]
+    BINDINGS = [Binding("enter", "toggle_row", "expand/collapse", show=False),
+                Binding("right", "toggle_row(True)", "expand", show=False),
+                Binding("left", "toggle_row(False)", "collapse", show=False)]
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
@@ -104,7 +104,7 @@ class MeshTree(DataTable[Text]):
         if self.selected is not None and self.selected.expandable:
             self.post_message(self.Toggled(self.selected))
 
-    def action_toggle(self, expand: bool | None = None) -> None:
+    def action_toggle_row(self, expand: bool | None = None) -> None:
         if self.selected is not None and self.selected.expandable:
             self.post_message(self.Toggled(self.selected, expand))
 

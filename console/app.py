@@ -111,7 +111,7 @@ class MonarchTop(App[None]):
         self._last_tick = 0.0
         self._log_rendered = (0.0, -1, "")
         self._error: str | None = None
-        self._seen_sessions: set[int] = set()
+        self._seen_sessions: set[Any] = set()
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -277,8 +277,8 @@ class MonarchTop(App[None]):
         self.mesh_tree.focus()
         self.mesh_tree.move_cursor(row=max(len(self.mesh_tree.rows_shown) - 1, 0))
 
-    def action_toggle(self) -> None:
-        self.mesh_tree.action_toggle()
+    def action_toggle_row(self) -> None:
+        self.mesh_tree.action_toggle_row()
 
     def action_focus_logs(self) -> None:
         self.log_pane.focus()
