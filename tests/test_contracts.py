@@ -125,9 +125,9 @@ def test_importing_starts_nothing():
                                       "otel": False}
 
 
-def test_monarch_and_telemetry_type_check():
-    out = subprocess.run([sys.executable, "-m", "mypy", "monarch", "telemetry"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+def test_monarch_telemetry_console_and_cli_type_check():
+    out = subprocess.run([sys.executable, "-m", "mypy", "monarch", "telemetry", "console", "cli"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:]
 
 
