@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _clock
-from ._wire._messages import Batch, Call, Seqs
+from ._wire._messages import Call, Seqs, call_or_batch
 from ._wire._transport import PeerGone
 
 FANOUT = 16
@@ -64,12 +64,7 @@ class Forwarder:
             if not pending:
                 continue
             try:
-                if len(pending) == 1:
-                    child, frames = pending[0]
-                    outbox.send(address, Call(*child), frames, block=False)
-                else:
-                    calls = tuple(child for child, _ in pending)
-                    frames = [f for _, fs in pending for f in fs]
-                    outbox.send(address, Batch(calls, len(frames)), frames, block=False)
+                msg, frames = call_or_batch(pending)
+                outbox.send(address, msg, frames, block=False)
             except PeerGone:
                 pass  # its death is (or will be) known: the callers' sinks fail then

@@ -160,9 +160,7 @@ class ProcessRuntime:
     def wait_for(self, future: Any, timeout: float | None) -> bool:
         """Waits for `future` to settle, leading the loop meanwhile if possible; False on
         timeout. Installed as the waiter of every Future of this process."""
-        held = self.outbox.held
-        if held.by_address or held.lock.locked():  # what this thread held goes out first
-            held.release(block=not self.on_io_thread())
+        self.outbox.held.release_first(block=not self.on_io_thread())
         if self._closing or self.on_io_thread() or self._thread is None:
             return future._lock_wait(timeout)
         if future.done():

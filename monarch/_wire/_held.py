@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from ._messages import Batch, Call
+from ._messages import call_or_batch
 
 MAX_HELD = 64
 """Calls held for one destination before they are sent without waiting for more."""
@@ -62,6 +62,12 @@ class HeldCalls:
         self.release(block=True)
         return first
 
+    def release_first(self, block: bool) -> None:
+        """Called before a thread sends or waits: what is held leaves now, and a release under
+        way on another thread is waited for (`block`), so nothing overtakes the held calls."""
+        if self.by_address or self.lock.locked():
+            self.release(block)
+
     def release(self, block: bool) -> None:
         """Sends every held call: one `Call`, or one `Batch` per destination. `block=False` is
         the loop's: it never waits (another thread releasing sends them)."""
@@ -72,13 +78,8 @@ class HeldCalls:
         try:
             held, self.by_address = self.by_address, {}
             for address, calls in held.items():
-                if len(calls) == 1:
-                    fields, frames = calls[0]
-                    self._send(address, Call(*fields), frames, block)
-                else:
-                    frames = [frame for _, fs in calls for frame in fs]
-                    self._send(address, Batch(tuple(f for f, _ in calls), len(frames)), frames,
-                               block)
+                msg, frames = call_or_batch(calls)
+                self._send(address, msg, frames, block)
         finally:
             self.lock.release()
         if self._after is not None:

@@ -352,12 +352,13 @@ class Outbox:
         return self.held.hold(address, fields, frames)
 
     def _send_held(self, address: str, msg: Any, frames: list[Any], block: bool) -> None:
+        if self._is_dead(address):  # its death answered the callers already
+            self._lost.append((address, msg, None))  # reported once the lock is free
+            return
         try:
-            if self._is_dead(address):  # its death answered the callers already
-                raise PeerGone(address)
             self._send_parts(address, [encode(msg), *frames], block)
         except PeerGone as exc:
-            self._lost.append((address, msg, exc.reason))  # reported once the lock is free
+            self._lost.append((address, msg, exc.reason))
 
     def _report_lost(self) -> None:
         if not self._lost:
@@ -369,9 +370,7 @@ class Outbox:
 
     def send_raw(self, address: str, parts: list[Any], block: bool = True) -> None:
         """Sends already-encoded parts; see `send`. Calls held before are sent first."""
-        held = self.held
-        if held.by_address or held.lock.locked():
-            held.release(block)
+        self.held.release_first(block)
         self._send_parts(address, parts, block)
 
     def _send_parts(self, address: str, parts: list[Any], block: bool) -> None:
