@@ -29,6 +29,10 @@ INTERVAL_S = 300e-6
 """How long a batching leader lets replies pile up between two polls (at 64 actors on the
 project's 2-core machine, 150 µs gained nothing measurable, 300 µs ~12 %, 500 µs ~8 %)."""
 
+ANY = object()
+"""What an idle leader (the I/O thread, an idle sync actor's thread) gathers for: the
+process's pending calls, whichever thread waits on them (`ProcessRuntime.gathering`)."""
+
 _LOADAVG = "/proc/loadavg"
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 
 from ._channel import Port
-from . import _instrument
+from . import _gather, _instrument
 from ._context import Context, Creator, Instance, actor_label, enter, leave
 from ._endpoint import endpoint_table
 from ._leader import BATON
@@ -507,7 +507,7 @@ class SyncSlot(ActorSlot):
     def _lead(self, q: "queue.SimpleQueue[Any]") -> None:
         self.leading = True
         try:
-            self.runtime.lead(q, lambda: not q.empty(), None)
+            self.runtime.lead(q, lambda: not q.empty(), None, _gather.ANY)
         finally:
             self.leading = False
 

@@ -272,7 +272,7 @@ class ProcessRuntime:
         lead = self.leadership
         try:
             while True:
-                if self.lead(lead.io_queue, None, None):
+                if self.lead(lead.io_queue, None, None, _gather.ANY):
                     if self._closing:
                         break
                     continue
@@ -298,8 +298,10 @@ class ProcessRuntime:
              deadline: float | None, gather: Any = None) -> bool:
         """Runs the loop as leader (`me` holds the baton) until `until()` holds, the deadline
         passes, or (for the I/O thread) a follower wants to lead; then releases the baton.
-        `gather`: the sink of the call waited for; while it and the other pending calls still
-        expect many replies on a busy host, they are read in batches (`_gather`). Returns True if
+        `gather`: the sink of the call waited for, or `_gather.ANY` for an idle leader (the
+        I/O thread, an idle actor's thread); while it and the other pending calls still expect
+        many replies on a busy host, they are read in batches (`_gather`), unless the leader
+        is about to stop leading. Returns True if
         `me` still holds it (the I/O thread when closing, or when the follower it yielded to
         gave up)."""
         lead = self.leadership
@@ -314,7 +316,8 @@ class ProcessRuntime:
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 self._poll_once(is_io)
-                if gather is not None and self.gathering(gather):
+                if gather is not None and self.gathering(gather) \
+                        and not (until is not None and until()) and not (is_io and lead.wanted()):
                     _gather.pause()
         except BaseException:
             lead.leader_ident = None
@@ -327,10 +330,11 @@ class ProcessRuntime:
 
     def gathering(self, gather: Any) -> bool:
         """True when a leader waiting on the call whose sink is `gather` should let replies
-        pile up (`_gather`): that call still expects replies, this process's pending calls
+        pile up (`_gather`): that call (unless `gather` is `_gather.ANY`) still expects
+        replies, this process's pending calls
         (their first `_gather.SCANNED` ports) expect `_gather.MIN_REPLIES` or more, and the
         host is busy."""
-        if not gather.missing:
+        if gather is not _gather.ANY and not gather.missing:
             return False
         due = 0
         for sink in itertools.islice(self.ports.values(), _gather.SCANNED):
@@ -344,7 +348,7 @@ class ProcessRuntime:
         for, on each side of every call; keep it flat."""
         handlers = self._handlers or self._make_poller()
         held = self.outbox.held
-        if held.by_address:
+        if held.by_address and held.due():
             held.release(block=False)
         if self._timers or self.outbox.backlogged:
             timeout = self._poll_timeout_ms()
@@ -352,7 +356,7 @@ class ProcessRuntime:
                 timeout = 20
         else:
             timeout = 1000 if is_io else 20
-        if held.by_address:  # another thread was holding one just now: look again soon
+        if held.by_address:  # another thread holds calls: send them when due (`_held`)
             timeout = 1
         idle = True
         for target, _ in self._poller.poll(timeout):  # type: ignore[union-attr]
@@ -369,7 +373,7 @@ class ProcessRuntime:
             self._run_timers()
         if self.forwarder.pending:
             self.forwarder.flush()
-        if held.by_address:
+        if held.by_address and held.due():
             held.release(block=False)
         if self.outbox.backlogged:
             self.outbox.flush()

@@ -7,7 +7,7 @@ import os
 import pytest
 from waiting import wait_until
 
-from monarch.actor import Actor, endpoint
+from monarch.actor import Actor, endpoint, this_proc
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,6 +46,26 @@ def test_a_burst_of_calls_reaches_the_first_hop_as_one_message_in_order(procs):
     assert received_at_first_hop(procs) - before < 20
     assert all(seen == list(range(40)) for seen in mesh.notes.call().get(timeout=30).values())
     assert single.notes.call_one().get(timeout=30) == []
+
+
+def test_a_leader_on_another_thread_does_not_split_the_burst(procs):
+    # An actor of the controller's own process leads its loop while idle: the first held call
+    # wakes it, and it must leave the burst to the thread that waits for it (`_held.HOLD_S`).
+    local = this_proc().spawn("held_local", Notes)
+    try:
+        local.notes.call_one().get(timeout=30)
+        mesh = procs.spawn("held_split", Notes)
+        mesh.notes.call().get(timeout=30)
+        before = received_at_first_hop(procs)
+        for _ in range(20):
+            futures = [mesh.note.call(i) for i in range(4)]
+            for future in futures:
+                future.get(timeout=30)
+        # 20 bursts of 4 calls: 20 Batches (and the stats call); split, up to 80 messages
+        assert received_at_first_hop(procs) - before <= 30
+        assert all(seen == list(range(4)) * 20 for seen in mesh.notes.call().get(timeout=30).values())
+    finally:
+        local.stop().get(timeout=30)
 
 
 def test_a_broadcast_nobody_waits_for_still_leaves(procs, tmp_path):

@@ -10,10 +10,13 @@ asyncio loop (`hold=True`); what holds them is released by the first of:
 
 - any wait on a future in the process (`ProcessRuntime.wait_for`), and any other message sent
   through the outbox (so nothing a thread sends overtakes the calls it held before);
-- the loop: at each poll of its leader, before and after it polls. A thread that holds the
-  first call wakes the leader if one polls; if the baton is parked, the I/O thread takes it
-  over within `_leader.PARK_CHECK_S` and polls: a call nobody waits for leaves within a few
-  milliseconds;
+- the loop, once the first of them was held `HOLD_S` ago: its leader looks before and after
+  each poll, and polls for at most a millisecond while calls are held. A thread that holds
+  the first call wakes the leader if one polls (it may be in a long poll); if the baton is
+  parked, the I/O thread takes it over within `_leader.PARK_CHECK_S` and polls: a call nobody
+  waits for leaves within a few milliseconds. The loop does not send them at once: a leader
+  that polls on another thread (an idle actor's, the I/O thread) would otherwise split the
+  holder's burst into the calls it happened to hold when the leader woke;
 - `MAX_HELD` calls held for one destination, and the runtime's close.
 
 Order per sender and actor does not depend on it (calls carry their sequence numbers); order
@@ -23,12 +26,17 @@ with the thread's other messages does, hence the release on any send.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 from ._messages import call_or_batch
 
 MAX_HELD = 64
 """Calls held for one destination before they are sent without waiting for more."""
+
+HOLD_S = 0.001
+"""How long the loop leaves held calls to their thread (which sends them when it waits)
+before it sends them itself."""
 
 
 class HeldCalls:
@@ -43,6 +51,8 @@ class HeldCalls:
         there: reporting fails futures, whose callbacks may hold calls again)."""
         self.by_address: dict[str, list[tuple[tuple, list[Any]]]] = {}
         """Destination address -> (Call fields, frames) of each call held for it, in order."""
+        self.since = 0.0
+        """When the first of the calls held now was held (`time.monotonic`)."""
         self.lock = threading.Lock()
         """Held while calls are added or sent: a thread that finds it taken waits for the
         release (`Outbox.send_raw`), so its own message cannot overtake its held calls."""
@@ -52,6 +62,8 @@ class HeldCalls:
         release will come). Holding `MAX_HELD` for one address sends them at once."""
         with self.lock:
             first = not self.by_address
+            if first:
+                self.since = time.monotonic()
             held = self.by_address.get(address)
             if held is None:
                 self.by_address[address] = [(fields, frames)]
@@ -61,6 +73,10 @@ class HeldCalls:
                 return first
         self.release(block=True)
         return first
+
+    def due(self) -> bool:
+        """True when the calls held now were held long enough for the loop to send them."""
+        return time.monotonic() - self.since >= HOLD_S
 
     def release_first(self, block: bool) -> None:
         """Called before a thread sends or waits: what is held leaves now, and a release under

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import queue
+import threading
 
 import pytest
 
@@ -94,3 +96,51 @@ def test_a_gathering_leader_pauses_then_reads_the_replies_in_one_go(runtime, tmp
     assert future.get(timeout=30) == [None] * 16
     assert pauses and pauses[0] == 16
     assert future._gather is None  # a settled future lets go of its sink
+
+
+def test_an_idle_leader_gathers_for_the_calls_other_threads_wait_on(runtime, tmp_path,
+                                                                    monkeypatch):
+    monkeypatch.setattr(_gather, "host_load", loadavg(tmp_path, 5))
+    assert not runtime.gathering(_gather.ANY)  # nothing pending
+    future, sink, port = call_sink(runtime, 16)
+    assert runtime.gathering(_gather.ANY)
+    monkeypatch.setattr(_gather, "host_load", loadavg(tmp_path, 1))
+    assert not runtime.gathering(_gather.ANY)
+
+
+def test_an_idle_leader_on_another_thread_pauses_while_a_call_waits(runtime, tmp_path,
+                                                                    monkeypatch):
+    # An idle actor's thread (here: a plain thread leading as it does) holds the baton while
+    # the main thread waits on a call to 16 actors: the replies are read in batches all the same.
+    monkeypatch.setattr(_gather, "host_load", loadavg(tmp_path, 5))
+    runtime.start()
+    future, sink, port = call_sink(runtime, 16)
+    pauses: list[int] = []
+
+    def pause() -> None:
+        if not pauses:
+            for i in range(16):
+                runtime.outbox.send(runtime.address, Reply(port, i, OK, _clock.now(), 0))
+        pauses.append(sink.missing)
+
+    monkeypatch.setattr(_gather, "pause", pause)
+    leading, stop = threading.Event(), threading.Event()
+
+    def idle_leader() -> None:
+        me: queue.SimpleQueue = queue.SimpleQueue()
+        if not runtime.leadership.want(me):
+            me.get(timeout=30)  # the baton
+        leading.set()
+        runtime.lead(me, stop.is_set, None, _gather.ANY)
+
+    thread = threading.Thread(target=idle_leader, daemon=True)
+    thread.start()
+    assert leading.wait(30)
+    try:
+        assert future.get(timeout=30) == [None] * 16
+        assert pauses and pauses[0] == 16
+    finally:
+        stop.set()
+        runtime.wake()
+        thread.join(30)
+    assert not thread.is_alive()
