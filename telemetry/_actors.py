@@ -122,10 +122,22 @@ def read_message_groups(groups: Any, source: str) -> tuple[list[MessageGroup], i
         if (isinstance(group, (list, tuple)) and len(group) >= 5 and type(group[0]) is str
                 and type(group[1]) is str and type(group[2]) is int
                 and type(group[3]) is str and isinstance(group[4], (list, tuple))):
-            good.append((group[0], group[1], group[2], group[3] or source, group[4]))
+            good.append((group[0], group[1], group[2], group[3] or source, _as_tuples(group[4])))
         else:
             bad += 1
     return good, bad
+
+
+def _as_tuples(entries: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+    """The entries as tuples (one C-level pass, no check): the garbage collector stops
+    tracking a tuple of strings and ints at its first collection, never a list, and the
+    controller keeps ~100k entries whose every full collection walked them all (and whose
+    arrival triggered those collections). Entries that are not sequences stay as they came
+    (read, and skipped, by `message_rows`)."""
+    try:
+        return tuple(map(tuple, entries))
+    except TypeError:
+        return entries
 
 
 def message_rows(groups: Any) -> list[tuple[Any, ...]]:

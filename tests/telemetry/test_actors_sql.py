@@ -128,3 +128,20 @@ def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
     assert table["sender"].to_pylist()[50:53] == ["7", "s", "None"]
     assert table["bytes"].to_pylist()[50:53] == [0, 3, 0]
     assert messages([]).num_rows == 0 and isinstance(messages([]), pa.Table)
+
+
+def test_kept_flight_records_cost_the_garbage_collector_nothing() -> None:
+    # A controller keeps ~100k entries; as the lists msgpack decodes they stayed tracked, and
+    # every full collection walked them all (with torch imported, ~0.2 s each here).
+    import gc
+
+    import msgpack
+
+    store = Store()
+    entries = [(f"m{j}", "root", j, j + 1, "ok", 0) for j in range(100)]
+    store.ingest(msgpack.packb([BATCH_VERSION, {"proc": "p-0"}, [], [], [], [], [], [], [], [],
+                                [message_group("a[0]", "a", 0, entries)]]))
+    gc.collect()
+    (group,) = store.actors.messages._groups
+    assert len(group[4]) == 100 and not any(gc.is_tracked(entry) for entry in group[4])
+    assert [m.method for m in store.messages(limit=2)] == ["m98", "m99"]
