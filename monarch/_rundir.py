@@ -94,8 +94,11 @@ def sweep_dead(root: Path) -> list[Path]:
         try:
             owner = (run_dir / OWNER).read_text().split()
             alive = len(owner) == 2 and _start_time(int(owner[0])) == owner[1]
-        except FileNotFoundError:
-            alive = time.time() - run_dir.stat().st_mtime < STALE_WITHOUT_OWNER_S
+        except FileNotFoundError:  # not claimed yet, or its owner is removing it (`release`)
+            try:
+                alive = time.time() - run_dir.stat().st_mtime < STALE_WITHOUT_OWNER_S
+            except FileNotFoundError:
+                continue  # removed meanwhile
         except (OSError, ValueError):
             continue
         if not alive:
