@@ -21,9 +21,7 @@ import os
 import random
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -222,6 +220,8 @@ class OtlpExporter:
             body = gzip.compress(body)
             all_headers["Content-Encoding"] = "gzip"
         give_up = time.monotonic() + self._retry_s
+        import urllib.request  # here: an HTTP client (with ssl) is ~20 ms of every proc's start
+
         for attempt in range(1_000_000):
             request = urllib.request.Request(url, body, all_headers, method="POST")
             try:
@@ -240,6 +240,8 @@ class OtlpExporter:
 
     def _retry_delay(self, exc: Exception, attempt: int, give_up: float) -> float | None:
         """Seconds to wait before the next try, or None: a lasting refusal, or no time left."""
+        import urllib.error
+
         retry_after = None
         if isinstance(exc, urllib.error.HTTPError):
             if exc.code not in RETRYABLE_STATUS:
