@@ -308,6 +308,7 @@ class ProcessRuntime:
         is_io = me is lead.io_queue
         lead.leader_ident = threading.get_ident()
         try:
+            pause = False
             while not self._closing:
                 if until is not None and until():
                     break
@@ -315,10 +316,10 @@ class ProcessRuntime:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     break
-                self._poll_once(is_io)
-                if gather is not None and self.gathering(gather) \
-                        and not (until is not None and until()) and not (is_io and lead.wanted()):
+                if pause:  # decided after the last poll; a leader about to stop never pauses
                     _gather.pause()
+                self._poll_once(is_io)
+                pause = gather is not None and self.gathering(gather)
         except BaseException:
             lead.leader_ident = None
             lead.release(me)
