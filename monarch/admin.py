@@ -284,7 +284,9 @@ class AdminClient:
         return self._get("/v1/trace", mesh=mesh, limit=limit)
 
     def stats(self) -> dict[str, Any]:
-        """The store's counters (held, ingested, evicted, subscribers...)."""
+        """The store's counters (``store``: held records and bytes, ingested, evicted,
+        subscribers...) and the history's (``history``: files, bytes, records lost before
+        they were written; None when the job keeps none)."""
         return self._get("/v1/stats")
 
     def query(self, sql: str, limit: int | None = None) -> Any:

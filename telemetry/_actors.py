@@ -17,20 +17,26 @@ a later status no longer lists it. Not thread-safe: the store calls it under its
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
-from collections import deque
+from array import array
 from typing import Any
 
+from ._bounded import Bounded
+from ._budget import DEFAULT, Budget, event_bytes, group_bytes
 from ._records import ActorStatus, MessageRecord, StatusEvent
 
 
 class ActorBook:
     """Statuses by actor, handled messages and status events, bounded."""
 
-    def __init__(self, max_messages: int, max_events: int) -> None:
+    def __init__(self, max_messages: int, max_events: int, budget: Budget = DEFAULT,
+                 max_actors: int = 100_000) -> None:
         self.statuses: dict[str, ActorStatus] = {}
-        self.messages = MessageLog(max_messages)
-        self.events: deque[StatusEvent] = deque(maxlen=max_events)
+        """The newest status of each actor; past ``max_actors``, the longest silent go."""
+        self._max_actors = max_actors
+        self.messages = MessageLog(max_messages, budget.of("message"))
+        self.events: Bounded[StatusEvent] = Bounded(max_events, budget.of("event"), event_bytes)
         self.journals: dict[str, Any] | None = None  # the store's, once it follows
         self._stalled: dict[str, set[tuple[str, int]]] = {}  # actor -> (method, start)
 
@@ -47,7 +53,7 @@ class ActorBook:
         """Records one status event."""
         self.events.append(event)
         if self.journals is not None:
-            self.journals["status_event"].append_one(event)
+            self.journals["status_event"].append(event)
 
     def stalled_now(self, threshold_s: float, now_ns: int | None = None
                     ) -> list[tuple[ActorStatus, Any]]:
@@ -72,8 +78,12 @@ class ActorBook:
         return len(stalled)
 
     def _set_status(self, status: ActorStatus) -> None:
-        previous = self.statuses.get(status.actor)
-        self.statuses[status.actor] = status
+        previous = self.statuses.pop(status.actor, None)
+        self.statuses[status.actor] = status  # at the end: the dict is oldest-reported first
+        if len(self.statuses) > self._max_actors:
+            gone = next(iter(self.statuses))
+            del self.statuses[gone]
+            self._stalled.pop(gone, None)
         if previous is None or previous.state != status.state:
             self.event(StatusEvent(status.time_ns, status.actor, status.mesh_name, status.rank,
                                    status.state, "", status.source))
@@ -101,8 +111,8 @@ def read_entries(cls: Any, entries: Any, source: str) -> tuple[list[Any], int]:
     return good, bad
 
 
-MessageGroup = tuple[str, str, int, str, "list[Any] | tuple[Any, ...]"]
-"""(actor, mesh_name, rank, source, entries): handled messages of one actor, as shipped."""
+MessageGroup = tuple[str, str, int, str, "Entries"]
+"""(actor, mesh_name, rank, source, entries): handled messages of one actor, as kept."""
 
 
 def message_group(actor: str, mesh_name: str, rank: int, entries: list[Any],
@@ -112,9 +122,87 @@ def message_group(actor: str, mesh_name: str, rank: int, entries: list[Any],
     return [actor, mesh_name, rank, source, entries]
 
 
+class Entries:
+    """A group's flight-recorder entries as columns: method, sender and outcome as shared
+    (interned) strings, start_ns, end_ns and nbytes as int64 arrays. An entry costs ~50 bytes
+    kept this way; as the lists msgpack decodes, with a string object per field, ~360."""
+
+    __slots__ = ("ends", "methods", "nbytes", "outcomes", "senders", "starts")
+
+    def __init__(self, methods: tuple[str, ...], senders: tuple[str, ...], starts: array[int],
+                 ends: array[int], outcomes: tuple[str, ...], nbytes: array[int]) -> None:
+        self.methods, self.senders, self.outcomes = methods, senders, outcomes
+        self.starts, self.ends, self.nbytes = starts, ends, nbytes
+
+    @classmethod
+    def read(cls, entries: Any) -> tuple[Entries, int]:
+        """(the well-formed entries of a shipped list, how many were not): method and outcome
+        text, start and end int, nbytes an int (else 0), sender any (kept as text)."""
+        good: Any = entries
+        try:
+            methods, senders, starts, ends, outcomes, nbytes = _columns(entries)
+            if not (_only(str, methods) and _only(str, outcomes) and _only(int, starts)
+                    and _only(int, ends) and _only(int, nbytes)):
+                raise TypeError
+        except (TypeError, ValueError):  # not all well formed: row by row
+            good = [row for row in map(_row, entries) if row is not None]
+            methods, senders, starts, ends, outcomes, nbytes = _columns(good)
+        try:
+            return cls(tuple(map(sys.intern, methods)),
+                       tuple(map(sys.intern, map(str, senders))), array("q", starts),
+                       array("q", ends), tuple(map(sys.intern, outcomes)),
+                       array("q", nbytes)), len(entries) - len(good)
+        except OverflowError:  # a number past int64: keep the entries that fit
+            fits = [row for row in zip(methods, senders, starts, ends, outcomes, nbytes)
+                    if all(-2**63 <= v < 2**63 for v in row[2:4]) and -2**63 <= row[5] < 2**63]
+            kept, _ = cls.read(fits)
+            return kept, len(entries) - len(kept)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, cut: slice) -> Entries:
+        return Entries(self.methods[cut], self.senders[cut], self.starts[cut], self.ends[cut],
+                       self.outcomes[cut], self.nbytes[cut])
+
+    def __iter__(self) -> Any:
+        """Each entry as ``(method, sender, start_ns, end_ns, outcome, nbytes)``."""
+        return zip(self.methods, self.senders, self.starts, self.ends, self.outcomes,
+                   self.nbytes)
+
+
+def _columns(entries: Any) -> list[Any]:
+    """The first six columns of ``entries`` (six empty ones for none).
+
+    Raises:
+        TypeError, ValueError: an entry is not a sequence of at least six.
+    """
+    if not entries:
+        return [(), (), (), (), (), ()]
+    if min(map(len, entries)) < 6:
+        raise ValueError("an entry of fewer than six fields")
+    return list(zip(*entries))[:6]
+
+
+def _only(kind: type, column: Any) -> bool:
+    return set(map(type, column)) <= {kind}
+
+
+def _row(entry: Any) -> tuple[Any, ...] | None:
+    """One shipped entry as a row, or None when it does not read."""
+    try:
+        method, sender, start, end, outcome, nbytes = entry[:6]
+    except (TypeError, ValueError):
+        return None
+    if not (type(method) is str and type(outcome) is str and type(start) is int
+            and type(end) is int):
+        return None
+    return method, sender, start, end, outcome, nbytes if type(nbytes) is int else 0
+
+
 def read_message_groups(groups: Any, source: str) -> tuple[list[MessageGroup], int]:
-    """(groups read, how many were not) of a batch's flight-recorder item; only the groups'
-    heads are checked here (their entries are checked when read, see `message_records`)."""
+    """(groups read, how many groups and entries were not) of a batch's flight-recorder item;
+    each group's entries become `Entries`."""
     if not isinstance(groups, (list, tuple)):
         return [], 1
     good, bad = [], 0
@@ -122,69 +210,42 @@ def read_message_groups(groups: Any, source: str) -> tuple[list[MessageGroup], i
         if (isinstance(group, (list, tuple)) and len(group) >= 5 and type(group[0]) is str
                 and type(group[1]) is str and type(group[2]) is int
                 and type(group[3]) is str and isinstance(group[4], (list, tuple))):
-            good.append((group[0], group[1], group[2], group[3] or source, _as_tuples(group[4])))
+            entries, skipped = Entries.read(group[4])
+            good.append((group[0], group[1], group[2], group[3] or source, entries))
+            bad += skipped
         else:
             bad += 1
     return good, bad
 
 
-def _as_tuples(entries: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
-    """The entries as tuples (one C-level pass, no check): the garbage collector stops
-    tracking a tuple of strings and ints at its first collection, never a list, and the
-    controller keeps ~100k entries whose every full collection walked them all (and whose
-    arrival triggered those collections). Entries that are not sequences stay as they came
-    (read, and skipped, by `message_rows`)."""
-    try:
-        return tuple(map(tuple, entries))
-    except TypeError:
-        return entries
-
-
 def message_rows(groups: Any) -> list[tuple[Any, ...]]:
     """(actor, mesh_name, rank, method, sender, start_ns, end_ns, outcome, nbytes, source) of
-    every well-formed entry of `groups`, in order."""
-    rows = []
-    for actor, name, rank, source, entries in groups:
-        for entry in entries:
-            try:
-                method, sender, start, end, outcome, nbytes = entry[:6]
-                if not (type(method) is str and type(outcome) is str and type(start) is int
-                        and type(end) is int):
-                    continue
-                rows.append((actor, name, rank, method, str(sender), start, end, outcome,
-                             nbytes if type(nbytes) is int else 0, source))
-            except (TypeError, ValueError):  # not a sequence of six
-                continue
-    return rows
+    every entry of `groups` (as kept), in order."""
+    return [(actor, name, rank, *entry, source)
+            for actor, name, rank, source, entries in groups for entry in entries]
 
 
 def message_records(groups: Any) -> list[MessageRecord]:
-    """The `MessageRecord`s of every well-formed entry of `groups`, in order."""
+    """The `MessageRecord`s of every entry of `groups`, in order."""
     return [MessageRecord(*row) for row in message_rows(groups)]
 
 
-class MessageLog:
-    """Handled messages by group, the newest ``max_messages`` entries kept (at least; whole
-    groups are dropped, oldest first)."""
+class MessageLog(Bounded[MessageGroup]):
+    """Handled messages by group, the newest kept within ``max_messages`` entries and
+    ``max_bytes`` (whole groups are dropped, oldest first; the newest always stays)."""
 
-    def __init__(self, max_messages: int) -> None:
-        self._groups: deque[MessageGroup] = deque()
-        self._max = max_messages
-        self._count = 0
-
-    def extend(self, groups: list[MessageGroup]) -> None:
-        """Appends groups, dropping the oldest beyond the bound."""
-        for group in groups:
-            self._groups.append(group)
-            self._count += len(group[4])
-        while len(self._groups) > 1 and self._count - len(self._groups[0][4]) >= self._max:
-            self._count -= len(self._groups.popleft()[4])
+    def __init__(self, max_messages: int, max_bytes: int = DEFAULT.of("message")) -> None:
+        super().__init__(max_messages, max_bytes, group_bytes, _entries_in)
 
     def groups(self, actor: str | None = None) -> list[MessageGroup]:
         """The groups kept (of one actor, if given), oldest first."""
         if actor is None:
-            return list(self._groups)
-        return [g for g in self._groups if g[0] == actor]
+            return list(self)
+        return [g for g in self if g[0] == actor]
 
     def __len__(self) -> int:
-        return self._count
+        return self.records
+
+
+def _entries_in(group: MessageGroup) -> int:
+    return len(group[4])

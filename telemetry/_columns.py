@@ -10,6 +10,7 @@ counted as invalid, never returned.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from ._records import SpanRecord
@@ -29,8 +30,14 @@ class SiteSpanColumns:
 
     def __init__(self, sites: list[StoredSite | None], columns: list[Any]) -> None:
         self.sites = sites
-        (self.site_indices, self.traces, self.spans, self.parents, self.starts, self.ends,
-         self.outcomes, self.outcome_indices, self.values) = columns
+        (site_indices, self.traces, self.spans, self.parents, starts, ends,
+         self.outcomes, outcome_indices, values) = columns
+        # Kept as machine integers (one C pass each): a list of ns stamps costs 40 bytes an
+        # int, an array 8 (see `monarch.telemetry._budget`).
+        self.site_indices = _compact(site_indices, "i")
+        self.starts, self.ends = _compact(starts, "q"), _compact(ends, "q")
+        self.outcome_indices = _compact(outcome_indices, "i")
+        self.values = _compact(values, "q") if set(map(type, values)) == {int} else values
 
     def __len__(self) -> int:
         return len(self.site_indices)
@@ -59,6 +66,14 @@ class SiteSpanColumns:
     def records(self) -> list[SpanRecord]:
         """The records of every span."""
         return [self.record(p) for p in range(len(self))]
+
+
+def _compact(column: Any, code: str) -> Any:
+    """``column`` as an `array.array` of ``code`` when every item fits, else as it is."""
+    try:
+        return array(code, column)
+    except (TypeError, OverflowError):  # None values, text values, ...
+        return column
 
 
 def read_site_spans(wire: list[Any], source: str) -> tuple[SiteSpanColumns | None, int]:

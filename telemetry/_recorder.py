@@ -38,10 +38,12 @@ class Recorder:
         max_logs: log lines/records buffered before new ones are dropped.
         max_transfers: transfer records buffered before new ones are dropped.
         max_failures: failure records buffered before new ones are dropped.
+        max_log_bytes: text of log lines buffered before new ones are dropped.
     """
 
     def __init__(self, *, max_spans: int = 16384, max_logs: int = 16384,
-                 max_transfers: int = 4096, max_failures: int = 1024) -> None:
+                 max_transfers: int = 4096, max_failures: int = 1024,
+                 max_log_bytes: int = 8 << 20) -> None:
         self._caps = {"span": max_spans, "log": max_logs, "transfer": max_transfers,
                       "failure": max_failures}
         self._queues: dict[str, deque[Any]] = {kind: deque() for kind in KINDS}
@@ -49,6 +51,8 @@ class Recorder:
         self._site_spans: deque[Any] = deque()  # ended site spans; counted as kind "span"
         self._logs = self._queues["log"]
         self._max_spans, self._max_logs = max_spans, max_logs
+        self._max_log_bytes = max_log_bytes
+        self._log_bytes = 0  # text waiting; unlocked adds may miss a few, `drain` recounts
         self._drop_lock = threading.Lock()
         self._dropped = dict.fromkeys(KINDS, 0)  # guarded by _drop_lock
         self._drain_lock = threading.Lock()  # one drainer at a time (the shipper, a flush)
@@ -93,8 +97,9 @@ class Recorder:
 
         The tags exclude the resource, which `drain` adds.
         """
-        if len(self._logs) < self._max_logs:
+        if len(self._logs) < self._max_logs and self._log_bytes < self._max_log_bytes:
             self._logs.append(fields)
+            self._log_bytes += len(fields[4])
         else:
             self.count_dropped("log")
 
@@ -167,6 +172,7 @@ class Recorder:
             spans = [[*f, source] for f in _take(self._spans, max_items)]
             sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
             logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
+            self._log_bytes = sum(len(f[4]) for f in self._logs) if self._logs else 0
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
             metrics = [p.to_wire() for p in self._collect_metrics(source)]
@@ -194,6 +200,7 @@ class Recorder:
         self._statuses.clear()
         self._messages.clear()
         self._message_count = 0
+        self._log_bytes = 0
         self._dropped = dict.fromkeys(KINDS, 0)
         self.metrics.reset()
         self.resource = {**self.resource, "pid": os.getpid()}

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from ._budget import DEFAULT, chunk_bytes
 from ._columns import SiteSpanColumns
 from ._records import SpanRecord
 
@@ -39,10 +40,11 @@ class _Records:
 
 
 class _Chunk:
-    __slots__ = ("index", "spans", "start")
+    __slots__ = ("bytes", "index", "spans", "start")
 
     def __init__(self, spans: SiteSpanColumns | _Records) -> None:
         self.spans = spans
+        self.bytes = chunk_bytes(spans)  # until the whole chunk goes
         self.start = 0  # the spans before it are evicted
         self.index: dict[bytes, list[int]] | None = None  # trace id -> positions, built lazily
 
@@ -66,15 +68,18 @@ def records(found: list[Found]) -> list[SpanRecord]:
 
 
 class SpanLog:
-    """Spans in arrival order, at most ``max_spans`` (oldest evicted first).
+    """Spans in arrival order, at most ``max_spans`` and ``max_bytes`` (estimated, see
+    `monarch.telemetry._budget`; oldest evicted first).
 
     Not thread-safe: the store calls it under its lock.
     """
 
-    def __init__(self, max_spans: int) -> None:
-        self._max = max_spans
+    def __init__(self, max_spans: int, max_bytes: int = DEFAULT.of("span")) -> None:
+        self._max, self._max_bytes = max_spans, max_bytes
         self._chunks: deque[_Chunk] = deque()
         self._held = 0  # spans in the chunks from their start on
+        self.bytes = 0
+        """Estimated bytes of the chunks held (a chunk counts whole until it goes)."""
         self.last_added: list[Any] = []
         """The chunk objects the last `add` appended."""
 
@@ -87,11 +92,12 @@ class SpanLog:
         self.last_added = []
         for spans in (_Records(records) if records else None, columns):
             if spans is not None and len(spans):
-                self._chunks.append(_Chunk(spans))
+                chunk = _Chunk(spans)
+                self._chunks.append(chunk)
                 self._held += len(spans)
+                self.bytes += chunk.bytes
                 self.last_added.append(spans)
-        excess = self._held - self._max
-        return self._evict(excess) if excess > 0 else 0
+        return self._evict()
 
     def chunks(self) -> list[tuple[Any, int]]:
         """(spans, first held position) of every chunk, oldest first; a chunk's spans are
@@ -124,17 +130,20 @@ class SpanLog:
             for p in range(len(chunk.spans) - 1, chunk.start - 1, -1):
                 yield chunk.spans, p
 
-    def _evict(self, excess: int) -> int:
+    def _evict(self) -> int:
         evicted = 0
         chunks = self._chunks
-        while excess > 0 and chunks:
+        while chunks and (self._held > self._max or self.bytes > self._max_bytes):
             chunk = chunks[0]
-            taken = min(len(chunk.spans) - chunk.start, excess)
-            if taken == len(chunk.spans) - chunk.start:
+            left = len(chunk.spans) - chunk.start
+            excess = self._held - self._max
+            if self.bytes > self._max_bytes or excess >= left:
                 chunks.popleft()
+                self.bytes -= chunk.bytes
+                taken = left
             else:
-                chunk.start += taken
-            excess -= taken
+                chunk.start += excess
+                taken = excess
+            self._held -= taken
             evicted += taken
-        self._held -= evicted
         return evicted

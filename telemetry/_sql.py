@@ -19,9 +19,10 @@ from ._tables import TABLES, from_rows
 if TYPE_CHECKING:
     import pyarrow as pa
 
-TableSource = Callable[[], "pa.Table | str | None"]
-"""Makes one table on demand: an Arrow table, or the directory of the Parquet files holding
-it (None: an empty table)."""
+TableSource = Callable[[], "pa.Table | str | tuple[str | None, pa.Table] | None"]
+"""Makes one table on demand: an Arrow table, the directory of the Parquet files holding it,
+or both (a live job's history: what it wrote, and what it has not written yet); None: an
+empty table."""
 
 MAX_ROWS = 100_000
 """Rows a query returns at most (a ``LIMIT`` of its own may ask for fewer)."""
@@ -78,7 +79,19 @@ def _register(ctx: Any, name: str, source: TableSource | None) -> None:
     if isinstance(made, str):
         ctx.register_parquet(name, made)
         return
-    table = made if made is not None else from_rows(name, [])
+    if isinstance(made, tuple):
+        written, pending = made
+        if written is not None:
+            ctx.register_parquet(f"{name}__written", written)
+            _register_table(ctx, f"{name}__pending", pending)
+            ctx.register_view(name, ctx.sql(f"SELECT * FROM {name}__written UNION ALL "
+                                             f"SELECT * FROM {name}__pending"))
+            return
+        made = pending
+    _register_table(ctx, name, made if made is not None else from_rows(name, []))
+
+
+def _register_table(ctx: Any, name: str, table: pa.Table) -> None:
     batches = table.to_batches() or [_empty_batch(table)]
     ctx.register_record_batches(name, [batches])
 

@@ -11,12 +11,9 @@ made for the spans a query returns, or for subscribers when there are any.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,7 +21,10 @@ from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._columns import SiteSpanColumns, read_site_spans
 from ._actors import ActorBook, MessageGroup, message_records, read_entries, read_message_groups
-from ._journal import Journal
+from ._bounded import Bounded
+from ._journals import Journals
+from ._logbook import LogBook
+from ._budget import DEFAULT, Budget, failure_bytes, transfer_bytes
 from ._records import (
     ActorStatus,
     FailureRecord,
@@ -39,9 +39,6 @@ from ._records import (
 from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
-_LogKey = tuple[int, str, int, int]
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoreStatistics:
     """A snapshot of a store's counters."""
@@ -52,38 +49,50 @@ class StoreStatistics:
     invalid: int
     subscribers: int
     subscriber_drops: int
+    held_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Estimated bytes held per part (`monarch.telemetry._budget`)."""
+    budget_bytes: int = 0
+    """The bytes all parts may hold together."""
 
 
 class Store:
     """Bounded store of spans, logs, metrics, transfers, failures, resources and topology.
 
+    Every part is bounded by bytes (a share of ``budget``, see `monarch.telemetry._budget`)
+    and by a count; the oldest goes first. The history writer's journals (`follow`) are
+    bounded the same way.
+
     Args:
-        max_spans: spans kept (oldest evicted first).
+        budget: the bytes all parts may hold together (default 256 MB).
+        max_spans: spans kept.
         max_logs: log records kept (lowest HLC evicted first).
         max_transfers: transfer records kept.
         max_failures: failure records kept.
-        max_series: metric series (per process) kept.
+        max_series: metric series (per process) kept; past it the longest silent one goes.
+        max_messages: flight-recorder entries kept.
+        max_events: actor status events kept.
     """
 
-    def __init__(self, *, max_spans: int = 100_000, max_logs: int = 200_000,
-                 max_transfers: int = 50_000, max_failures: int = 10_000,
-                 max_series: int = 50_000, max_messages: int = 100_000,
-                 max_events: int = 50_000) -> None:
+    def __init__(self, *, budget: Budget = DEFAULT, max_spans: int = 10_000_000,
+                 max_logs: int = 10_000_000, max_transfers: int = 1_000_000,
+                 max_failures: int = 100_000, max_series: int = 50_000,
+                 max_messages: int = 10_000_000, max_events: int = 1_000_000) -> None:
         self._lock = threading.RLock()
-        self._max_logs, self._max_series = max_logs, max_series
-        self._log_keys: list[_LogKey] = []  # sorted; parallel to _logs
-        self._logs: list[LogRecord] = []
-        self._spans = SpanLog(max_spans)
-        self._metrics: dict[tuple[Any, ...], MetricPoint] = {}
-        self._transfers: deque[TransferRecord] = deque(maxlen=max_transfers)
-        self._failures: deque[FailureRecord] = deque(maxlen=max_failures)
-        self.actors = ActorBook(max_messages, max_events)
+        self.budget = budget
+        self._max_series = max_series
+        self._logs = LogBook(max_logs, budget.of("log"))
+        self._spans = SpanLog(max_spans, budget.of("span"))
+        self._metrics: dict[tuple[Any, ...], MetricPoint] = {}  # oldest updated first
+        self._transfers: Bounded[TransferRecord] = Bounded(
+            max_transfers, budget.of("transfer"), transfer_bytes)
+        self._failures: Bounded[FailureRecord] = Bounded(
+            max_failures, budget.of("failure"), failure_bytes)
+        self.actors = ActorBook(max_messages, max_events, budget)
         """Actor statuses, flight-recorder entries and status events (under `_lock`)."""
-        self._journals: dict[str, Journal] | None = None  # see `follow`
-        self._resources: dict[str, dict[str, Any]] = {}
+        self._journals: Journals | None = None  # see `follow`
+        self._resources: dict[str, dict[str, Any]] = {}  # oldest reported first
         self._topology: Any = None
         self._subscriptions: list[Subscription] = []
-        self._seq = itertools.count()  # ingest order: the last tie-breaker of the log order
         self._ingested = dict.fromkeys(sorted(ALL_KINDS), 0)
         self._evicted = dict.fromkeys(sorted(ALL_KINDS), 0)
         self._invalid = 0
@@ -121,7 +130,7 @@ class Store:
                 site_spans: SiteSpanColumns | None, invalid: int) -> None:
         with self._lock:
             self._invalid += invalid
-            self._resources[source_of(resource)] = resource
+            self._set_resource(source_of(resource), resource)
             self._add_all(records, resource.get("pid"), site_spans)
 
     def _ingest_actors(self, source: str, statuses: Any, messages: Any) -> None:
@@ -154,7 +163,7 @@ class Store:
     def set_resource(self, source: str, resource: dict[str, Any]) -> None:
         """Records the resource tags (host, pid, ...) of a process."""
         with self._lock:
-            self._resources[source] = dict(resource)
+            self._set_resource(source, dict(resource))
 
     def set_topology(self, topology: Any) -> None:
         """Replaces the topology snapshot (hosts → procs → meshes → actors), owned by the caller."""
@@ -177,20 +186,8 @@ class Store:
             stream: only ``stdout``, ``stderr`` or ``log`` records.
             limit: at most this many records.
         """
-        def keep(r: LogRecord) -> bool:
-            tags = r.tags
-            return ((mesh is None or tags.get("mesh") == mesh)
-                    and (rank is None or tags.get("rank") == rank)
-                    and (stream is None or r.stream == stream)
-                    and (text is None or text in r.text))
-
         with self._lock:
-            if since_hlc is not None:
-                start = bisect.bisect_right(self._log_keys, (since_hlc, "\U0010ffff"))
-                return list(itertools.islice(filter(keep, self._logs[start:]), limit))
-            found = list(itertools.islice(filter(keep, reversed(self._logs)), limit))
-        found.reverse()
-        return found
+            return self._logs.find(mesh, rank, since_hlc, text, stream, limit)
 
     def spans(self, trace_id: bytes | None = None, mesh: str | None = None,
               name: str | None = None, limit: int = 1000) -> list[SpanRecord]:
@@ -224,7 +221,7 @@ class Store:
     def transfer_records(self, limit: int = 1000) -> list[TransferRecord]:
         """Returns the newest transfer records, oldest first."""
         with self._lock:
-            return list(self._transfers)[-limit:]
+            return self._transfers.newest(limit)
 
     def failures(self, mesh: str | None = None) -> list[FailureRecord]:
         """Returns failure records (optionally of one mesh), oldest first."""
@@ -271,23 +268,16 @@ class Store:
     def all_logs(self) -> list[LogRecord]:
         """Returns every held log record in HLC order."""
         with self._lock:
-            return list(self._logs)
+            return self._logs.all()
 
-    def follow(self, maxlen: int = 200_000) -> None:
-        """Starts keeping, from now on, what is added in arrival order for `since` (the
-        controller's Parquet writer calls it once)."""
+    def follow(self) -> Journals:
+        """Starts keeping, from now on, what is added in arrival order for one follower (the
+        controller's Parquet writer calls it once); returns the journals it reads."""
         with self._lock:
             if self._journals is None:
-                self._journals = {kind: Journal(maxlen) for kind in JOURNALED}
-                self.actors.journals = self._journals
-
-    def since(self, kind: str, cursor: int) -> tuple[list[Any], int, int]:
-        """What was added of ``kind`` (one of `JOURNALED`) after ``cursor``, the new cursor
-        and how many were lost to the bound (see `follow`; span items are chunks)."""
-        with self._lock:
-            if self._journals is None:
-                raise RuntimeError("Store.since needs Store.follow() first")
-            return self._journals[kind].since(cursor)
+                self._journals = Journals(self._lock, self.budget.of("journal"))
+                self.actors.journals = self._journals.by_kind
+            return self._journals
 
     def resources(self) -> dict[str, dict[str, Any]]:
         """Returns each process's resource tags by process name, dead ones included."""
@@ -302,11 +292,18 @@ class Store:
         """Returns a snapshot of the store's counters."""
         with self._lock:
             held = {"span": len(self._spans), "log": len(self._logs),
-                    "metric": len(self._metrics), "transfer": len(self._transfers),
-                    "failure": len(self._failures)}
+                    "metric": len(self._metrics), "transfer": self._transfers.records,
+                    "failure": self._failures.records, "message": self.actors.messages.records,
+                    "status_event": self.actors.events.records}
+            held_bytes = {"span": self._spans.bytes, "log": self._logs.bytes,
+                          "transfer": self._transfers.bytes, "failure": self._failures.bytes,
+                          "message": self.actors.messages.bytes,
+                          "status_event": self.actors.events.bytes,
+                          "journal": self._journals.bytes if self._journals else 0}
             return StoreStatistics(held, dict(self._ingested), dict(self._evicted),
                                    self._invalid, len(self._subscriptions),
-                                   sum(s.dropped for s in self._subscriptions))
+                                   sum(s.dropped for s in self._subscriptions), held_bytes,
+                                   self.budget.total)
 
     # -- subscribing ---------------------------------------------------------------------------
 
@@ -345,7 +342,7 @@ class Store:
         self._ingested["span"] += 0 if site_spans is None else len(site_spans)
         self._evicted["span"] += self._spans.add(spans, site_spans)
         if self._journals is not None:
-            journals = self._journals
+            journals = self._journals.by_kind
             journals["span"].extend(self._spans.last_added)
             for kind in ("log", "transfer", "failure"):
                 kept = [r for r in records if r.KIND == kind]
@@ -363,38 +360,27 @@ class Store:
                 subscription.offer(wanted)
 
     def _add_log(self, record: LogRecord, pid: Any) -> None:
-        tags = record.tags
-        key = (record.hlc, str(tags.get("proc", "")), _int(tags.get("pid")), next(self._seq))
-        index = bisect.bisect_right(self._log_keys, key)
-        self._log_keys.insert(index, key)
-        self._logs.insert(index, record)
-        excess = len(self._logs) - self._max_logs
-        if excess > 0:  # evict in chunks of 1/64 so a full store does not memmove per line
-            excess = max(excess, self._max_logs // 64)
-            del self._log_keys[:excess], self._logs[:excess]
-            self._evicted["log"] += excess
+        self._evicted["log"] += self._logs.add(record)
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
         key = (point.source, pid, point.name, tuple(sorted(point.labels.items())))
-        if key not in self._metrics and len(self._metrics) >= self._max_series:
+        if self._metrics.pop(key, None) is None and len(self._metrics) >= self._max_series:
+            del self._metrics[next(iter(self._metrics))]  # the longest silent series
             self._evicted["metric"] += 1
-            return
         self._metrics[key] = point
 
     def _add_transfer(self, record: TransferRecord, pid: Any) -> None:
-        if len(self._transfers) == self._transfers.maxlen:
-            self._evicted["transfer"] += 1
-        self._transfers.append(record)
+        self._evicted["transfer"] += self._transfers.append(record)
 
     def _add_failure(self, record: FailureRecord, pid: Any) -> None:
-        if len(self._failures) == self._failures.maxlen:
-            self._evicted["failure"] += 1
-        self._failures.append(record)
+        self._evicted["failure"] += self._failures.append(record)
+
+    def _set_resource(self, source: str, resource: dict[str, Any]) -> None:
+        self._resources.pop(source, None)
+        self._resources[source] = resource
+        if len(self._resources) > MAX_PROCESSES:
+            del self._resources[next(iter(self._resources))]  # the longest silent process
 
 
-JOURNALED = ("span", "log", "transfer", "failure", "message", "status_event")
-"""Kinds `Store.since` follows."""
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
+MAX_PROCESSES = 100_000
+"""Processes whose resource tags are kept (dead ones included); past it the longest silent."""

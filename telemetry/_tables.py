@@ -20,7 +20,6 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._actors import message_rows
 from ._columns import SiteSpanColumns
 from ._records import (
     FailureRecord,
@@ -270,10 +269,8 @@ def failures(records: Iterable[FailureRecord]) -> pa.Table:
 
 
 def messages(groups: Iterable[Any]) -> pa.Table:
-    """The ``messages`` table (flight-recorder entries) of groups as the store keeps them.
-
-    A group whose entries are all well formed (the usual case) is taken column by column (in
-    C: `zip`, `map`); another one row by row (`message_rows`, which skips what is not)."""
+    """The ``messages`` table (flight-recorder entries) of groups as the store keeps them
+    (their entries `_actors.Entries`: columns, joined in C)."""
     import pyarrow as pa
 
     heads: list[tuple[Any, ...]] = []  # (actor, mesh, rank, source) of each group
@@ -285,19 +282,15 @@ def messages(groups: Iterable[Any]) -> pa.Table:
     outcome_c: list[Any] = []
     bytes_c: list[Any] = []
     for group in groups:
-        cut = _entry_columns(group[4])
-        if cut is None:  # row by row, skipping what message_rows skips
-            rows = message_rows([group])
-            cut = [list(c) for c in zip(*rows)][3:9] if rows else [[] for _ in range(6)]
-        methods, senders, starts, ends, outcomes, nbytes = cut
-        which.extend(itertools.repeat(len(heads), len(methods)))
+        entries = group[4]
+        which.extend(itertools.repeat(len(heads), len(entries)))
         heads.append((group[0], group[1], group[2], group[3]))
-        method_c.extend(methods)
-        sender_c.extend(map(str, senders))
-        start_c.extend(starts)
-        end_c.extend(ends)
-        outcome_c.extend(outcomes)
-        bytes_c.extend(nbytes)
+        method_c.extend(entries.methods)
+        sender_c.extend(entries.senders)
+        start_c.extend(entries.starts)
+        end_c.extend(entries.ends)
+        outcome_c.extend(entries.outcomes)
+        bytes_c.extend(entries.nbytes)
     rows_group = pa.array(which, type=pa.int32())
 
     def per_group(i: int, kind: Any) -> Any:
@@ -311,26 +304,6 @@ def messages(groups: Iterable[Any]) -> pa.Table:
         ended, _duration_ms(begun, ended),
         pa.array(outcome_c, type=pa.string()), pa.array(bytes_c, type=pa.int64()),
         per_group(3, pa.string())], schema=schema("messages"))
-
-
-def _entry_columns(entries: Any) -> list[Any] | None:
-    """The six columns of a group's flight-recorder entries (method, sender, start_ns,
-    end_ns, outcome, nbytes; extra fields ignored), or None unless every entry is well formed
-    (what `message_rows` keeps, nbytes an int)."""
-    if not entries:
-        return [[] for _ in range(6)]
-    try:
-        if min(map(len, entries)) < 6:
-            return None
-        cut = [list(column) for column in zip(*entries)][:6]
-    except TypeError:  # an entry that is not a sequence
-        return None
-    methods, _, starts, ends, outcomes, nbytes = cut
-    if not (set(map(type, methods)) == {str} and set(map(type, outcomes)) == {str}
-            and set(map(type, starts)) == {int} and set(map(type, ends)) == {int}
-            and set(map(type, nbytes)) == {int}):
-        return None
-    return cut
 
 
 def status_events(records: Iterable[StatusEvent]) -> pa.Table:

@@ -6,6 +6,7 @@ Parameters come from the query string and, for POST, the JSON body (the body win
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -209,7 +210,9 @@ class AdminApi:
         return telemetry.chrome_trace(spans, self.store.resources())
 
     def stats(self, p: Params) -> dict[str, Any]:
-        return {"store": dataclasses.asdict(self.store.statistics()), "time": time.time()}
+        history = getattr(getattr(self.job, "watcher", None), "history", None)
+        return {"store": dataclasses.asdict(self.store.statistics()), "time": time.time(),
+                "history": None if history is None else history.statistics()}
 
     def query(self, p: Params) -> Any:
         """SQL over the telemetry tables: an Arrow IPC stream, or JSON rows (format=json)."""
@@ -223,8 +226,14 @@ class AdminApi:
             return tables.store_tables(self.store, [name])[name]
 
         sources: dict[str, Any] = {name: (lambda n=name: one(n)) for name in tables.TABLES}
+        history = getattr(getattr(self.job, "watcher", None), "history", None)
         try:
-            result = _sql.query(sql, sources, max_rows=p.integer("limit", _sql.MAX_ROWS))
+            # with a history, the appended tables are what it wrote and what it has not
+            # written yet: the store's bound never hides a record from SQL
+            with history.lock if history is not None else contextlib.nullcontext():
+                if history is not None:
+                    sources.update(history.sources())
+                result = _sql.query(sql, sources, max_rows=p.integer("limit", _sql.MAX_ROWS))
         except _sql.QueryError as exc:
             raise BadRequest(str(exc)) from None
         if p.text("format") == "json":

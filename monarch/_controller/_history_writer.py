@@ -26,6 +26,8 @@ from .._history import JOB_FILE, history_dir, prune
 from .._rundir import start_time
 from ..telemetry import _tables as tables
 
+DEFAULT_HISTORY_MB = 256.0
+"""A history's bound unless `MONARCH_HISTORY_MB` says otherwise."""
 WATCH_S = 0.5
 """How often the watcher marks stalls."""
 HISTORY_S = 2.0
@@ -35,7 +37,10 @@ HISTORY_DUTY = 0.05
 sooner than t / HISTORY_DUTY later, so the history never takes more than this share of the
 controller's time (its Python holds the GIL that calls and their answers need)."""
 COMPACT_FILES = 32
-"""A table folder with more files than twice this has its oldest this many merged into one."""
+"""A table folder with more small files than twice this has its oldest this many merged."""
+MERGED_BYTES = 16 << 20
+"""A file this big is not merged again (each merge would rewrite it: the history's whole
+size, over and over, in a long job)."""
 APPENDED = (("span", "spans", tables.spans), ("log", "logs", tables.logs),
             ("message", "messages", tables.messages),
             ("transfer", "transfers", tables.transfers),
@@ -55,27 +60,53 @@ class HistoryWriter:
                      "started": job.started, "ended": None, "exit_code": None,
                      "argv": list(sys.argv), "last_write": time.time()}
         self._write_info()
-        self.store.follow()
+        self.journals = self.store.follow()
         self._cursors = {kind: 0 for kind, _, _ in APPENDED}
         self._seq = itertools.count()
-        self.lost = 0
-        """Records that left the store's journal before they were written."""
+        self.lock = threading.Lock()
+        """Held while a pass writes, and while a live query reads the files and what is not
+        written yet (`sources`): the query sees every record once."""
+
+    @property
+    def lost(self) -> int:
+        """Records that left the store's journals before they were written."""
+        return self.journals.lost
+
+    def statistics(self) -> dict[str, Any]:
+        """Where the history stands: its folder, the bytes of its files, the records lost
+        before they were written, and the bytes its journals hold unwritten."""
+        files = [f for _, t, _ in APPENDED for f in (self.path / t).glob("*.parquet")]
+        return {"path": str(self.path), "lost": self.lost, "journal_bytes": self.journals.bytes,
+                "files": len(files), "bytes": sum(map(_size, files))}
 
     def flush(self, actor_rows: list[dict[str, Any]] | None) -> None:
         """Writes what came since the last flush, and the actors and metrics snapshots."""
-        for kind, table, convert in APPENDED:
-            items, self._cursors[kind], missed = self.store.since(kind, self._cursors[kind])
-            self.lost += missed
-            if items:
-                made = convert([(c, 0) for c in items]) if kind == "span" else convert(items)
-                self._write(table, made, f"{next(self._seq):08d}.parquet")
-        if actor_rows is not None:
-            self._write("actors", tables.actors(actor_rows), "current.parquet")
-        self._write("metrics", tables.metrics(self.store.metrics(by_process=True)),
-                    "current.parquet")
-        self._rotate()
-        self.info["last_write"] = time.time()
-        self._write_info()
+        with self.lock:
+            for kind, table, _ in APPENDED:
+                items, cursor, _ = self.journals.since(kind, self._cursors[kind])
+                if items:
+                    self._write(table, _table(kind, items), f"{next(self._seq):08d}.parquet")
+                self.journals.release(kind, cursor)  # written: the journal may let it go
+                self._cursors[kind] = cursor
+            if actor_rows is not None:
+                self._write("actors", tables.actors(actor_rows), "current.parquet")
+            self._write("metrics", tables.metrics(self.store.metrics(by_process=True)),
+                        "current.parquet")
+            self._rotate()
+            self.info["last_write"] = time.time()
+            self._write_info()
+
+    def sources(self) -> dict[str, Any]:
+        """How a live query makes each appended table (call under `lock`): the Parquet files
+        written so far and the store's records not written yet (`_sql.TableSource`)."""
+        def source(kind: str, table: str) -> Any:
+            def make() -> Any:
+                items, _, _ = self.journals.since(kind, self._cursors[kind])
+                written = self.path / table
+                return (str(written) + "/" if any(written.glob("*.parquet")) else None,
+                        _table(kind, items))
+            return make
+        return {table: source(kind, table) for kind, table, _ in APPENDED}
 
     def close(self, actor_rows: list[dict[str, Any]] | None, exit_code: int | None) -> None:
         """The last flush; marks the job as ended."""
@@ -99,9 +130,10 @@ class HistoryWriter:
 
     def _rotate(self) -> None:
         for _, table, _ in APPENDED:
-            files = sorted((self.path / table).glob("*.parquet"))
-            if len(files) > 2 * COMPACT_FILES:
-                self._compact(files[:COMPACT_FILES])
+            small = sorted(f for f in (self.path / table).glob("*.parquet")
+                           if f.stat().st_size < MERGED_BYTES)
+            if len(small) > 2 * COMPACT_FILES:
+                self._compact(small[:COMPACT_FILES])
         segments = sorted(((f.stat().st_size, f) for _, t, _ in APPENDED
                            for f in (self.path / t).glob("*.parquet")), key=lambda s: s[1].name)
         total = sum(size for size, _ in segments)
@@ -112,13 +144,38 @@ class HistoryWriter:
             total -= size
 
     def _compact(self, files: list[Path]) -> None:
-        import pyarrow as pa
+        """Merges ``files`` into the first one's name, one row group in memory at a time (all
+        of them at once took hundreds of MB at 10k spans a second)."""
         import pyarrow.parquet as pq
 
-        merged = pa.concat_tables([pq.read_table(f) for f in files])
-        self._write(files[0].parent.name, merged, files[0].name)
+        table = files[0].parent.name
+        tmp = files[0].parent / f".{files[0].name}.tmp"
+        with pq.ParquetWriter(tmp, pq.read_schema(files[0]),
+                              use_dictionary=tables.repeating(table)) as merged:
+            for f in files:
+                for batch in pq.ParquetFile(f).iter_batches(use_threads=False):
+                    merged.write_batch(batch)
+        os.replace(tmp, files[0])
         for f in files[1:]:
             f.unlink(missing_ok=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # compacted meanwhile
+        return 0
+
+
+def _table(kind: str, items: list[Any]) -> Any:
+    """The Arrow table of journal items of ``kind`` (span items are chunks)."""
+    convert = next(convert for k, _, convert in APPENDED if k == kind)
+    return convert([(c, 0) for c in items]) if kind == "span" else convert(items)
+
+
+JOURNAL_HURRY = 0.5
+"""A journal this full (of its share of the budget) starts a pass at once: what does not fit
+in it is lost to the history."""
 
 
 class Watcher:
@@ -131,15 +188,13 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._next_history = 0.0
 
-    def start(self, history: bool) -> Watcher:
-        """Starts the thread (and the history, if on)."""
+    def start(self, history: bool, max_bytes: int = int(DEFAULT_HISTORY_MB * 1e6)) -> Watcher:
+        """Starts the thread (and the history, if on, bounded by ``max_bytes``)."""
         if history:
             try:
                 prune(spare=self.job.job_id)
-                mb = float(os.environ.get("MONARCH_HISTORY_MB", "256"))
-                self.history = HistoryWriter(self.job, history_dir(self.job.job_id),
-                                             int(mb * 1e6))
-            except (OSError, ValueError) as exc:
+                self.history = HistoryWriter(self.job, history_dir(self.job.job_id), max_bytes)
+            except OSError as exc:
                 print(f"monarch: no job history: {exc}", file=sys.stderr)
         self._thread = threading.Thread(target=self._run, name="monarch-watch", daemon=True)
         self._thread.start()
@@ -158,7 +213,8 @@ class Watcher:
         try:
             stalled = self.job.store.check_stalls(self.stall_s)
             telemetry.process_recorder().metrics.set(("stalled_handlers",), stalled)
-            if self.history is not None and time.monotonic() >= self._next_history:
+            if self.history is not None and (time.monotonic() >= self._next_history or
+                                             self.history.journals.fill() >= JOURNAL_HURRY):
                 began = time.monotonic()
                 self.history.flush(self._rows())
                 took = time.monotonic() - began

@@ -30,14 +30,16 @@ from .._process import ProcessRuntime
 from .._rdma._segments import sweep_job as sweep_rdma_segments
 from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
 from .._shape import Extent, Point, View
+from ..telemetry._budget import DEFAULT_MB, Budget
 from .._wire import _serial
+from .._wire._switch import number
 from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
 from . import _admin_views as views
 from .._history import enabled as history_enabled
 from .._history import history_dir
 from ._exporters import start_exporters
-from ._history_writer import Watcher
+from ._history_writer import DEFAULT_HISTORY_MB, Watcher
 from ._logstream import LogStreamer
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
@@ -69,6 +71,12 @@ class Job:
     """The controller's job-level state. Created by `ensure_job`."""
 
     def __init__(self) -> None:
+        # settings first: one that does not read stops the job before it made anything
+        budget = Budget.from_mb(number("MONARCH_TELEMETRY_MB", DEFAULT_MB, above=True))
+        self.stall_s = _stall_s()
+        """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
+        history_mb = number("MONARCH_HISTORY_MB", DEFAULT_HISTORY_MB, above=True)
+        history_on = history_enabled()
         self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.started = time.time()
         root = run_root()
@@ -84,7 +92,7 @@ class Job:
         self.runtime = ProcessRuntime(self.identity, ipc_endpoint(self.run_dir, "ctl"))
         _process.set_current(self.runtime)
         self.runtime.learn_table("ctl", (self.runtime.address,))
-        self.store = telemetry.Store()
+        self.store = telemetry.Store(budget=budget)
         self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure,
                                      on_started=self._proc_started)
         self.supervisor.log_tail = self._log_tail
@@ -95,8 +103,6 @@ class Job:
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
         """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
-        self.stall_s = _stall_s()
-        """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
         self.agent = self._local_agent()
         """This host's agent: its zygote forks the job's local procs."""
         self.host_mesh = local_host_mesh(LOCAL_HOST)
@@ -105,7 +111,7 @@ class Job:
                                   view=view, host_mesh=self.host_mesh)
         self.singletons: dict[str, Any] = {}
         self.log_streamer = LogStreamer(
-            self.store, history_dir(self.job_id) if history_enabled() else self.run_dir)
+            self.store, history_dir(self.job_id) if history_on else self.run_dir)
         self._preloaded: set[str] = set()
         self._shut = False
         self._first_ready = False
@@ -129,7 +135,8 @@ class Job:
         self.runtime.start()
         self.exporters = start_exporters(self)
         self.admin = start_admin(self)
-        self.watcher = Watcher(self, self.stall_s, self._topology).start(history_enabled())
+        self.watcher = Watcher(self, self.stall_s, self._topology).start(history_on,
+                                                                    int(history_mb * 1e6))
         atexit.register(self.shutdown)
 
     def _topology(self) -> dict[str, Any]:
@@ -548,14 +555,8 @@ class Job:
 
 
 def _stall_s() -> float:
-    """MONARCH_STALL_S, or 10 s."""
-    text = os.environ.get("MONARCH_STALL_S", "").strip()
-    try:
-        return float(text) if text else views.DEFAULT_STALL_S
-    except ValueError:
-        print(f"monarch: MONARCH_STALL_S={text!r} is not a number; using "
-              f"{views.DEFAULT_STALL_S:g} s", file=sys.stderr)
-        return views.DEFAULT_STALL_S
+    """MONARCH_STALL_S (seconds, above 0), or 10 s."""
+    return number("MONARCH_STALL_S", views.DEFAULT_STALL_S, above=True)
 
 
 def _copy(src: Future[Any], dst: Future[Any]) -> None:

@@ -1,5 +1,7 @@
-"""On/off switches read from the environment (`MONARCH_LANES`, `MONARCH_TELEMETRY`,
-`MONARCH_HISTORY`, `MONARCH_ADMIN`): one reading of their values for all of them.
+"""Settings read from the environment: on/off switches (`MONARCH_LANES`,
+`MONARCH_TELEMETRY`, `MONARCH_HISTORY`, `MONARCH_ADMIN`) and numbers (`MONARCH_TELEMETRY_MB`,
+`MONARCH_HISTORY_MB`, `MONARCH_STALL_S`, ...): one reading of each kind for all of them, and a
+value that does not read is a ValueError naming the setting, never a silent default.
 
 In the wire layer because the lanes read theirs there, and the wire imports nothing above it.
 """
@@ -28,3 +30,28 @@ def switch(name: str, default: bool = True) -> bool:
         return False
     raise ValueError(f"{name}={os.environ[name]!r}: expected one of {'/'.join(ON)} (on) or "
                      f"{'/'.join(OFF)} (off)")
+
+
+def number(name: str, default: float, *, minimum: float = 0.0, above: bool = False,
+           integer: bool = False) -> float:
+    """The number in setting `name`: unset or empty -> `default`.
+
+    Args:
+        minimum: the smallest value accepted (or the bound it must be above, if `above`).
+        integer: only whole numbers.
+
+    Raises:
+        ValueError: not a number, not whole when `integer`, or out of range.
+    """
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        kind = "a whole number" if integer else "a number"
+        raise ValueError(f"{name}={text!r}: expected {kind}") from None
+    if value != value or value < minimum or (above and value == minimum):  # NaN, range
+        bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
+        raise ValueError(f"{name}={text!r}: expected a number {bound}")
+    return value

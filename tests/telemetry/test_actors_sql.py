@@ -58,7 +58,7 @@ def test_sql_over_the_store_and_the_engines_message_for_a_bad_statement() -> Non
         query("selec 1", sources)
 
 
-def test_flight_records_travel_as_groups_and_a_bad_entry_is_skipped_when_read() -> None:
+def test_flight_records_travel_as_groups_and_a_bad_entry_is_skipped_and_counted() -> None:
     store = Store()
     good = ("step", "root", 1 * S, 2 * S, "ok", 5)
     store.ingest([BATCH_VERSION, {"proc": "p-0", "pid": 7}, [], [], [], [], [], [], [], [], [
@@ -66,7 +66,7 @@ def test_flight_records_travel_as_groups_and_a_bad_entry_is_skipped_when_read() 
                                              ("meet", "root", 3 * S, 4 * S, "error", None)]),
         ["no", "group"],  # a malformed group is counted and skipped
         message_group("gen-1[1]", "gen", 1, [good], source="elsewhere")]])
-    assert store.statistics().invalid == 1
+    assert store.statistics().invalid == 3  # the group and two entries
     assert [(m.actor, m.method, m.outcome, m.nbytes, m.source) for m in store.messages()] == [
         ("gen-1[0]", "step", "ok", 5, "p-0"), ("gen-1[0]", "meet", "error", 0, "p-0"),
         ("gen-1[1]", "step", "ok", 5, "elsewhere")]
@@ -98,10 +98,10 @@ def test_the_store_keeps_the_newest_messages_and_the_recorder_drops_what_does_no
 
 
 def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
-    """The history's ``messages`` table takes a well-formed group column by column and any
-    other row by row: either way, exactly the rows `message_rows` reads, in order."""
+    """A well-formed group is read column by column and any other row by row: either way,
+    the ``messages`` table has exactly the rows `message_rows` gives, in order."""
     import pyarrow as pa
-    from monarch.telemetry._actors import message_rows
+    from monarch.telemetry._actors import message_rows, read_message_groups
     from monarch.telemetry._tables import from_rows, messages
 
     good = [(f"m{i}", f"ctrl-{i % 3}", i * S, i * S + 5, "ok" if i % 4 else "error", 10 * i)
@@ -116,6 +116,8 @@ def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
                                        ("i", None, 5, 9, "cancelled", 0)]),
         ("tr-1[0]", "tr", 0, "p-3", [row + ("extra",) for row in good[:5]]),
     ]
+    groups, bad = read_message_groups([list(g) for g in groups], "")
+    assert bad == 3  # h, too short, 42
     table = messages(groups)
     expected = from_rows("messages", [
         (actor, name, rank, method, sender, start, end, (end - start) / 1e6, outcome, nbytes,
@@ -142,6 +144,15 @@ def test_kept_flight_records_cost_the_garbage_collector_nothing() -> None:
     store.ingest(msgpack.packb([BATCH_VERSION, {"proc": "p-0"}, [], [], [], [], [], [], [], [],
                                 [message_group("a[0]", "a", 0, entries)]]))
     gc.collect()
-    (group,) = store.actors.messages._groups
-    assert len(group[4]) == 100 and not any(gc.is_tracked(entry) for entry in group[4])
+    (group,) = store.actors.messages.groups()
+    entries = group[4]
+    assert len(entries) == 100
+    # kept as columns, whatever the entry count: text as untracked tuples of strings, numbers
+    # as arrays of machine integers (objects that refer to no other object)
+    from array import array
+
+    columns = [getattr(entries, name) for name in entries.__slots__]
+    assert len(columns) == 6
+    assert all(gc.get_referents(c) in ([], [array]) if isinstance(c, array) else not gc.is_tracked(c)
+               for c in columns)
     assert [m.method for m in store.messages(limit=2)] == ["m98", "m99"]

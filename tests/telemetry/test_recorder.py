@@ -138,3 +138,14 @@ class _Sink:
 
     def flush(self) -> None:
         pass
+
+
+def test_log_lines_are_bounded_by_their_text_too() -> None:
+    # a line may be 64 KiB: a count alone would let 16k of them hold a gigabyte
+    recorder = Recorder(max_log_bytes=1000)
+    for i in range(10):
+        recorder.add_log((i, i, "stdout", 20, "x" * 300, {}, None))
+    assert recorder.dropped()["log"] == 6  # 4 fit under 1000 bytes
+    assert len(recorder.drain()[3]) == 4
+    recorder.add_log((11, 11, "stdout", 20, "y" * 300, {}, None))  # drained: room again
+    assert [line[4][0] for line in recorder.drain()[3]] == ["y"]

@@ -1,0 +1,112 @@
+"""The store's log records: kept in HLC order, bounded by count and by bytes.
+
+Records arrive per process in batches, not in HLC order across processes, so each is put in
+its place (a bisect in a sorted list of keys: (hlc, proc, pid, arrival)). The lines of one
+actor share one dict of tags and one stream name (msgpack decodes a fresh dict and string for
+every line: ~300 bytes a line). Eviction takes the lowest HLCs in steps of 1/64 of what is
+held, so a full book does not memmove its lists for each new line. Not thread-safe: the store
+calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import sys
+from typing import Any
+
+from ._budget import log_bytes
+from ._records import LogRecord
+
+_LogKey = tuple[int, str, int, int]
+
+
+class LogBook:
+    """Log records in HLC order, at most ``max_logs`` and ``max_bytes`` (estimated)."""
+
+    def __init__(self, max_logs: int, max_bytes: int) -> None:
+        self._max, self._max_bytes = max_logs, max_bytes
+        self._keys: list[_LogKey] = []  # sorted; parallel to _logs
+        self._logs: list[LogRecord] = []
+        self.bytes = 0
+        """Estimated bytes of the records held."""
+        self._tags = _Interner()
+        self._seq = itertools.count()  # arrival: the last tie-breaker of the order
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    def add(self, record: LogRecord) -> int:
+        """Puts a record in its place; returns how many old ones were evicted."""
+        # shared tags and stream name, set as the frozen record's constructor would
+        tags = self._tags.shared(record.tags)
+        object.__setattr__(record, "tags", tags)
+        if type(record.stream) is str:
+            object.__setattr__(record, "stream", sys.intern(record.stream))
+        key = (record.hlc, str(tags.get("proc", "")), _int(tags.get("pid")), next(self._seq))
+        index = bisect.bisect_right(self._keys, key)
+        self._keys.insert(index, key)
+        self._logs.insert(index, record)
+        self.bytes += log_bytes(record)
+        if len(self._logs) > self._max or self.bytes > self._max_bytes:
+            return self._evict()
+        return 0
+
+    def _evict(self) -> int:
+        logs = self._logs
+        step = max(len(logs) // 64, 1)
+        excess = max(len(logs) - self._max, 0)
+        cut = 0
+        while cut < len(logs) - 1 and (cut < excess or self.bytes > self._max_bytes):
+            gone = logs[cut:cut + step]
+            self.bytes -= sum(map(log_bytes, gone))
+            cut += len(gone)
+        del self._keys[:cut], logs[:cut]
+        return cut
+
+    def find(self, mesh: str | None, rank: Any, since_hlc: int | None, text: str | None,
+             stream: str | None, limit: int) -> list[LogRecord]:
+        """See `Store.logs`."""
+        def keep(r: LogRecord) -> bool:
+            tags = r.tags
+            return ((mesh is None or tags.get("mesh") == mesh)
+                    and (rank is None or tags.get("rank") == rank)
+                    and (stream is None or r.stream == stream)
+                    and (text is None or text in r.text))
+
+        if since_hlc is not None:
+            start = bisect.bisect_right(self._keys, (since_hlc, "\U0010ffff"))
+            return list(itertools.islice(filter(keep, self._logs[start:]), limit))
+        found = list(itertools.islice(filter(keep, reversed(self._logs)), limit))
+        found.reverse()
+        return found
+
+    def all(self) -> list[LogRecord]:
+        """Every record held, in order."""
+        return list(self._logs)
+
+
+class _Interner:
+    """One shared dict per distinct set of log tags (a job has one per actor and stream),
+    instead of one per line. Bounded: cleared when full."""
+
+    MAX = 65_536
+
+    def __init__(self) -> None:
+        self._dicts: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def shared(self, tags: dict[str, Any]) -> dict[str, Any]:
+        try:
+            key = tuple(tags.items())
+            found = self._dicts.get(key)
+        except TypeError:  # a value that is not hashable: keep its own dict
+            return tags
+        if found is None:
+            if len(self._dicts) >= self.MAX:
+                self._dicts.clear()
+            found = self._dicts[key] = tags
+        return found
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0

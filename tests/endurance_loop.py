@@ -1,0 +1,77 @@
+"""A job that calls 4 meshes of 8 actors in a loop (a 4 KiB argument, a line printed every 10
+calls of each actor) until the controller's telemetry has filled every bound, then goes on
+and samples its own RSS. Prints one JSON line per sample and a last one with the totals.
+
+Run by tests/test_endurance.py with a small MONARCH_TELEMETRY_MB and its own history.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from monarch import admin
+from monarch.actor import Actor, current_rank, endpoint, this_host
+
+SAMPLE_CALLS = 8192  # actor invocations between samples
+AFTER_FULL = 24  # samples taken once every bound is full
+
+
+class Worker(Actor):
+    def __init__(self) -> None:
+        self.n = 0
+
+    @endpoint
+    def step(self, data: bytes) -> int:
+        self.n += 1
+        if self.n % 10 == 0:
+            print(f"rank {current_rank().rank} step {self.n}")
+        return len(data)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def full(stats: dict) -> bool:
+    evicted = stats["store"]["evicted"]
+    return all(evicted.get(kind, 0) > 0 for kind in ("span", "log"))
+
+
+def main() -> None:
+    procs = this_host().spawn_procs(per_host={"gpus": 8})
+    meshes = [procs.spawn(f"w{i}", Worker) for i in range(4)]
+    client = admin.connect()
+    data = b"x" * 4096
+    calls = lines = 0
+    after = 0
+    while after < AFTER_FULL:
+        for _ in range(SAMPLE_CALLS // 32):
+            for f in [m.step.call(data) for m in meshes]:
+                f.get(timeout=60)
+        calls += SAMPLE_CALLS
+        lines = calls // 10
+        stats = client.stats()
+        filled = full(stats)
+        after += filled
+        print(json.dumps({"calls": calls, "rss_mb": rss_mb(), "full": filled,
+                          "held_bytes": stats["store"]["held_bytes"],
+                          "history": stats["history"]}), flush=True)
+    procs.stop().get(timeout=60)
+    dropped = {}
+    for point in client.metrics():
+        if point["name"] == "telemetry_dropped":
+            kind = point["labels"].get("kind")
+            dropped[kind] = dropped.get(kind, 0) + int(point["value"])
+    counts = {table: client.query(f"SELECT count(*) AS n FROM {table}")["n"][0].as_py()
+              for table in ("messages", "logs", "spans")}
+    print(json.dumps({"done": True, "calls": calls, "lines": lines, "counts": counts,
+                      "dropped": dropped, "history": client.stats()["history"]}), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

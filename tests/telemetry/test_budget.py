@@ -1,0 +1,110 @@
+"""The store's byte budget: estimates that hold against real allocations, and bounds that
+hold however much arrives."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import tracemalloc
+from typing import Any
+
+import msgpack
+import pytest
+
+from monarch.telemetry import Store
+from monarch.telemetry._batch import BATCH_VERSION
+from monarch.telemetry._budget import Budget
+
+N = 2048  # records of each kind per batch, as a busy proc ships them
+
+
+def _batch(k: int, *, spans: bool = False, logs: bool = False, messages: bool = False) -> bytes:
+    t = time.time_ns() + k * N * 1000
+    proc = f"p{k % 8}"
+    site_spans: list[Any] = []
+    sites: list[Any] = []
+    if spans:
+        sites = [["m0.step", {"mesh": "m0", "rank": k % 8, "method": "step",
+                              "actor_class": "W"}, "bytes_in"]]
+        site_spans = [[0] * N, os.urandom(16 * N), os.urandom(8 * N), bytes(8 * N),
+                      [t + i * 1000 for i in range(N)], [t + i * 1000 + 500 for i in range(N)],
+                      ["ok"], [0] * N, [4200 + i for i in range(N)]]
+    lines = [[t + i, t + i, "stdout", 20, f"rank {k % 8} step {i} loss {i * 0.37:.4f}",
+              {"host": "h", "proc": proc, "pid": 1234 + k % 8, "mesh": "m0",
+               "actor_class": "W", "rank": k % 8, "job": "j"}, None, None]
+             for i in range(N)] if logs else []
+    groups = [[f"m0[{k % 8}]", "m0", k % 8, "", [
+        ["step", "root", t + i * 1000, t + i * 1000 + 500, "ok", 4200 + i] for i in range(N)]]
+    ] if messages else []
+    return msgpack.packb([BATCH_VERSION, {"proc": proc, "pid": 1234 + k % 8}, [], lines, [],
+                          [], [], sites, site_spans, [], groups])
+
+
+@pytest.mark.parametrize("kind", ["span", "log", "message"])
+def test_each_estimate_is_at_least_what_the_records_really_take(kind: str) -> None:
+    batches = [_batch(k, **{kind + "s": True}) for k in range(24)]
+    store = Store()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for batch in batches:
+            store.ingest(batch)
+        del batches
+        gc.collect()
+        actual = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    estimated = store.statistics().held_bytes[kind]
+    assert store.statistics().held[kind] == 24 * N
+    # never under (the budget must hold), and not so far over that it wastes the budget
+    assert actual <= estimated <= 1.6 * actual, (actual, estimated)
+
+
+def test_every_part_stays_within_its_share_however_much_arrives() -> None:
+    budget = Budget(6_000_000)
+    store = Store(budget=budget)
+    journals = store.follow()
+    for k in range(120):  # ~20x what the budget holds
+        store.ingest(_batch(k, spans=True, logs=True, messages=True))
+    stats = store.statistics()
+    for part in ("span", "log", "message"):
+        assert 0 < stats.held_bytes[part] <= budget.of(part), part
+        assert stats.evicted.get(part, 0) > 0 or part == "message", part
+    assert stats.held_bytes["journal"] <= budget.of("journal")
+    # the newest is what stays, and nothing the follower released is held twice
+    assert store.logs(limit=1)[0].text.startswith("rank 7 step 2047")
+    assert journals.lost > 0  # nobody followed: the oldest went, and were counted
+    items, cursor, _ = journals.since("log", 0)
+    journals.release("log", cursor)
+    assert journals.by_kind["log"].bytes == 0 and journals.since("log", cursor)[0] == []
+    assert items and len(items) < 120 * N
+
+
+def test_log_lines_of_one_actor_share_their_tags() -> None:
+    store = Store()
+    store.ingest(_batch(0, logs=True))
+    store.ingest(_batch(8, logs=True))  # the same proc and rank: the same tags
+    lines = store.logs(limit=10_000)
+    assert len(lines) == 2 * N
+    assert len({id(line.tags) for line in lines}) == 1
+    assert lines[0].tags["rank"] == 0 and lines[-1].text == f"rank 0 step {N - 1} loss " \
+        f"{(N - 1) * 0.37:.4f}"
+
+
+def test_a_metric_series_past_the_bound_replaces_the_longest_silent_one() -> None:
+    from monarch.telemetry import MetricPoint
+
+    store = Store(max_series=3)
+    for name in ("a", "b", "c"):
+        store.add(MetricPoint(name, "gauge", {}, 1.0, source="p"))
+    store.add(MetricPoint("a", "gauge", {}, 2.0, source="p"))  # a spoke again
+    store.add(MetricPoint("d", "gauge", {}, 1.0, source="p"))  # a new proc's series comes in
+    assert sorted(p.name for p in store.metrics(by_process=True)) == ["a", "c", "d"]
+    assert store.statistics().evicted["metric"] == 1
+
+
+def test_a_bad_budget_is_refused() -> None:
+    with pytest.raises(ValueError, match="positive number of MB"):
+        Budget.from_mb(0)
