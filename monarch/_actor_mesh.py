@@ -159,11 +159,20 @@ class ActorMesh(OnView, Generic[A]):
         return resolved(self._mesh_id)
 
     # -- lifecycle -------------------------------------------------------------------------
+    _stop_requested = False
+
     def stop(self, reason: str = "actor was stopped") -> Future[None]:
         """Stops these actors (after `__cleanup__`); later calls raise SupervisionError."""
         from ._proc_mesh import stop_actors
 
+        self._stop_requested = True
         return stop_actors(self, reason)
+
+    def _stopped(self) -> bool:
+        """True once `stop()` was called on it, or every proc it runs on has ended."""
+        runtime = _process.current()
+        return self._stop_requested or (runtime is not None and bool(runtime.dead) and all(
+            address in runtime.dead for address in self._addresses))
 
     @property
     def initialized(self) -> Future[None]:

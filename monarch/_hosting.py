@@ -348,7 +348,8 @@ class ActorSlot:
         self._wake_driver()  # its driver runs `__cleanup__` and ends
 
     def own(self, mesh: Any) -> None:
-        """Records a mesh this actor spawned (any thread)."""
+        """Records a mesh this actor spawned (any thread); forgets the stopped ones."""
+        self._owned = [m for m in self._owned if not _stopped(m)]
         self._owned.append(mesh)
 
     def stop_descendants(self) -> list[Any]:
@@ -851,3 +852,9 @@ def _unpicklable(what: str, msg: Call, exc: BaseException) -> BaseException:
 
     return UnpicklableError(f"could not pickle the {what} of {msg.method}: "
                             f"{type(exc).__name__}: {exc}")
+
+
+def _stopped(mesh: Any) -> bool:
+    """Whether a mesh an actor owns is stopped for good (an actor or proc mesh)."""
+    stopped = getattr(mesh, "_stopped", None)
+    return bool(stopped()) if callable(stopped) else False

@@ -67,6 +67,11 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     if capture:
         telemetry.install_capture(passthrough=passthrough)
     recorder = telemetry.process_recorder()
+    if ship_to is not None:  # a proc: what it has not shipped survives its SIGKILL
+        try:
+            recorder.keep_for_crash(str(crash_stem(identity.run_dir, identity.name)))
+        except OSError as exc:
+            print(f"monarch: no crash files for {identity.name}: {exc}", file=sys.stderr)
     sample = actor_sampler(runtime, recorder, queue_depth=enabled)
 
     shipped_at = [time.monotonic()]
@@ -98,12 +103,22 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
 
     runtime.call_later(SHIP_S, tick)
     runtime.flush_telemetry = ship  # ships what was recorded until now, once (loop thread)
+    runtime.ship_telemetry = send  # the same without sampling the actors (any thread)
     if enabled:
         runtime.on_undelivered = lambda reason, n: telemetry.process_recorder().metrics.inc(
             ("messages_undelivered", reason), n)
     runtime.final_telemetry = lambda: _final_flush(runtime, recorder, sample, ship_to, ingest)
 
 
+def crash_stem(run_dir: Any, proc: str) -> Any:
+    """Where proc ``proc`` keeps what it has not shipped (`telemetry._crashlog`), without the
+    files' suffix: its host agent reads it there when the proc dies."""
+    return run_dir / proc
+
+
+RECOVERED_NOTICE = "telemetry_recovered"
+"""What a dead proc's crash files held, sent by its host agent before its exit (body: proc,
+batch)."""
 FINAL_NOTICE = "telemetry_final"
 """The notice a stopping proc sends after its last `Telemetry` (same link, so it arrives after)."""
 
@@ -131,6 +146,9 @@ def _final_flush(runtime: Any, recorder: Any, sample: Callable[[], None], ship_t
         try:
             if not batch:
                 runtime.outbox.send(ship_to, Notice(FINAL_NOTICE, {"proc": runtime.identity.name}))
+                crash, recorder.crash = recorder.crash, None
+                if crash is not None:  # everything was shipped: nothing to recover
+                    crash.close(remove=True)
                 return
             runtime.outbox.send(ship_to, Telemetry(runtime.identity.name, batch))
         except PeerGone:

@@ -93,6 +93,9 @@ class ProcessRuntime:
         self.internal_errors = 0
         """Exceptions raised by loop callbacks (reported on stderr, never fatal)."""
         self.flush_telemetry: Callable[[], None] | None = None
+        """Samples the actors and ships what was recorded until now (loop thread)."""
+        self.ship_telemetry: Callable[[], None] | None = None
+        """Ships what was recorded until now (any thread; in the controller: into its store)."""
         self.on_undelivered: Callable[[str, int], None] | None = None
         """Counts calls lost with a dead process (set by the telemetry seam)."""
         self.final_telemetry: Callable[[], None] | None = None

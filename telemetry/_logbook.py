@@ -64,6 +64,16 @@ class LogBook:
         del self._keys[:cut], logs[:cut]
         return cut
 
+    def has(self, record: LogRecord) -> bool:
+        """Whether a record of the same process, stamp and text is held."""
+        proc = str(record.tags.get("proc", ""))
+        i = bisect.bisect_left(self._keys, (record.hlc, proc))
+        while i < len(self._keys) and self._keys[i][:2] == (record.hlc, proc):
+            if self._logs[i].text == record.text:
+                return True
+            i += 1
+        return False
+
     def find(self, mesh: str | None, rank: Any, since_hlc: int | None, text: str | None,
              stream: str | None, limit: int) -> list[LogRecord]:
         """See `Store.logs`."""

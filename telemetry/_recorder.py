@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._batch import BATCH_VERSION, encode_batch
+from ._crashlog import CrashLog, recover
 from ._metrics import MetricsTable
 from ._records import ActorStatus, FailureRecord, MetricPoint, TransferRecord
 from ._sites import count_dropped_invocation, drain_site_spans
@@ -63,6 +64,14 @@ class Recorder:
         self._collectors: list[Callable[[], list[MetricPoint]]] = []
         self.metrics = MetricsTable()
         self.resource: dict[str, Any] = {"pid": os.getpid()}
+        self.crash: CrashLog | None = None
+        """Where accepted lines and user spans are also written (see `keep_for_crash`)."""
+        self._crash_clear = True  # the last drain left no line or user span behind
+
+    def keep_for_crash(self, stem: str) -> None:
+        """Also writes every accepted log line and user span to files that survive this
+        process's death (`monarch.telemetry._crashlog`), until `drain` shipped them."""
+        self.crash = CrashLog(stem)
 
     def configure(self, resource: dict[str, Any]) -> None:
         """Sets the resource tags (host, proc, pid, job, ...) added to everything shipped."""
@@ -76,6 +85,8 @@ class Recorder:
     def add_span(self, fields: tuple[Any, ...]) -> None:
         """Buffers a finished span given as the first 8 `SpanRecord` fields."""
         if len(self._spans) < self._max_spans:
+            if self.crash is not None:  # on file before in the buffer (see _crashlog)
+                self.crash.write("span", fields)
             self._spans.append(fields)
         else:
             self.count_dropped("span")
@@ -98,6 +109,8 @@ class Recorder:
         The tags exclude the resource, which `drain` adds.
         """
         if len(self._logs) < self._max_logs and self._log_bytes < self._max_log_bytes:
+            if self.crash is not None:  # on file before in the buffer (see _crashlog)
+                self.crash.write("log", fields)
             self._logs.append(fields)
             self._log_bytes += len(fields[4])
         else:
@@ -169,10 +182,13 @@ class Recorder:
         """
         source, resource = self.source, self.resource
         with self._drain_lock:
+            if self.crash is not None and self._crash_clear:
+                self.crash.turn()  # what the other file held was shipped by the last drain
             spans = [[*f, source] for f in _take(self._spans, max_items)]
             sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
             logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
             self._log_bytes = sum(len(f[4]) for f in self._logs) if self._logs else 0
+            self._crash_clear = not (self._logs or self._spans)
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
             metrics = [p.to_wire() for p in self._collect_metrics(source)]
@@ -201,6 +217,8 @@ class Recorder:
         self._messages.clear()
         self._message_count = 0
         self._log_bytes = 0
+        self.crash = None  # the parent's files: the child keeps its own, if asked
+        self._crash_clear = True
         self._dropped = dict.fromkeys(KINDS, 0)
         self.metrics.reset()
         self.resource = {**self.resource, "pid": os.getpid()}
@@ -238,6 +256,23 @@ def _take(queue: deque[Any], n: int) -> list[Any]:
     except IndexError:  # another drainer got there first
         pass
     return out
+
+
+def recovered_batch(stem: str, resource: dict[str, Any]) -> list[Any] | None:
+    """The batch wire list of what a dead proc's crash files hold (see `_crashlog`), its
+    resource flagged ``recovered`` (the store keeps only what it lacks); None when empty.
+
+    Args:
+        stem: the files' path without suffix.
+        resource: the dead proc's resource tags (host, proc, pid, job).
+    """
+    logs, spans = recover(stem)
+    if not logs and not spans:
+        return None
+    source = str(resource.get("proc") or f"pid-{resource.get('pid')}")
+    return [BATCH_VERSION, {**resource, "recovered": True},
+            [[*fields[:8], source] for fields in spans],
+            [_log_wire(tuple(fields[:7]), resource) for fields in logs], [], [], []]
 
 
 def _log_wire(fields: tuple[Any, ...], resource: dict[str, Any]) -> list[Any]:

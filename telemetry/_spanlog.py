@@ -125,6 +125,20 @@ class SpanLog:
                 break
         return found
 
+    def span_ids_since(self, source: str, since_ns: int) -> set[bytes]:
+        """The ids of the spans given as records (user spans) by ``source``, from the newest
+        back to the first chunk that ended before ``since_ns``."""
+        found: set[bytes] = set()
+        for chunk in reversed(self._chunks):
+            spans = chunk.spans
+            if not isinstance(spans, _Records):
+                continue
+            held = spans.spans[chunk.start:]
+            found.update(s.span_id for s in held if s.source == source)
+            if held and max(s.end_ns for s in held) < since_ns:
+                break
+        return found
+
     def _newest_first(self) -> Iterator[Found]:
         for chunk in reversed(self._chunks):
             for p in range(len(chunk.spans) - 1, chunk.start - 1, -1):

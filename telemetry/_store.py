@@ -121,6 +121,9 @@ class Store:
         site_spans, invalid = read_site_spans(wire, source_of(resource))
         columns, bad = decode_columns(wire)
         records = [record for column in columns for record in column]
+        if resource.pop("recovered", False):  # a dead proc's crash files: what is new
+            with self._lock:
+                records = self._missing(source_of(resource), records)
         self._ingest(resource, records, site_spans, invalid + bad)
         if len(wire) > 9:
             self._ingest_actors(source_of(resource), wire[9], wire[10] if len(wire) > 10 else [])
@@ -358,6 +361,14 @@ class Store:
             wanted = [r for r in records if r.KIND in subscription.kinds]
             if wanted:
                 subscription.offer(wanted)
+
+    def _missing(self, source: str, records: list[Any]) -> list[Any]:
+        """The records recovered from a dead proc (`_crashlog`) that the store lacks."""
+        spans = [r for r in records if r.KIND == "span"]
+        known = self._spans.span_ids_since(
+            source, min((s.start_ns for s in spans), default=0) - 10**10) if spans else set()
+        return [r for r in records if (r.span_id not in known if r.KIND == "span"
+                                       else r.KIND != "log" or not self._logs.has(r))]
 
     def _add_log(self, record: LogRecord, pid: Any) -> None:
         self._evicted["log"] += self._logs.add(record)

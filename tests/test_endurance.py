@@ -13,8 +13,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from monarch.actor import Actor, endpoint, this_host
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -60,3 +63,39 @@ def test_memory_stops_growing_once_the_budget_is_full_and_nothing_is_lost(
     assert done["counts"] == {"messages": calls,  # one flight-record entry per invocation
                               "spans": calls + calls // 8,  # and a call span per mesh call
                               "logs": 32 * (calls // 32 // 10)}, done
+
+
+class Pinger(Actor):
+    @endpoint
+    def ping(self) -> int:
+        return 1
+
+
+def test_a_job_that_spawns_and_stops_meshes_keeps_the_newest_ended_records(
+        fault_log: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records of ended procs and meshes (the console's and CLI's view of the past) are bounded:
+    past `KEEP_ENDED` the oldest go, with what the job kept of them."""
+    from monarch._controller import _supervisor
+    from monarch._controller._job import current_job
+
+    monkeypatch.setattr(_supervisor, "KEEP_ENDED", 4)
+    monkeypatch.setattr(_supervisor, "FORGET_STEP", 2)
+    spawned = []
+    for i in range(6):
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+        mesh = procs.spawn(f"churn{i}", Pinger)
+        assert mesh.ping.call().get(timeout=60).item(gpus=1) == 1
+        procs.stop().get(timeout=60)
+        spawned.append(procs._procs)
+    job = current_job()
+    supervisor = job.supervisor
+    known = job._on_io(lambda: ({r.procs for r in supervisor.procs.values()},
+                                {m.name for m in supervisor.meshes.values()},
+                                set(job.proc_extents)))().get(timeout=10)
+    procs_known, meshes_known, extents = known
+    # 12 procs ended (and those of earlier tests): past 4 + 2, back to the newest 4
+    assert set(spawned[:3]).isdisjoint(procs_known | extents)
+    assert len(supervisor._ended) <= 6
+    assert spawned[-2:] == [p for p in spawned if p in procs_known][-2:]
+    assert {"churn0", "churn1", "churn2"}.isdisjoint(meshes_known)
+    assert {"churn4", "churn5"} <= meshes_known

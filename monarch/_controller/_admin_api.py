@@ -226,6 +226,9 @@ class AdminApi:
             return tables.store_tables(self.store, [name])[name]
 
         sources: dict[str, Any] = {name: (lambda n=name: one(n)) for name in tables.TABLES}
+        ship = getattr(self.job.runtime, "ship_telemetry", None)
+        if ship is not None:  # the controller's own records (its call spans) up to now
+            ship()
         history = getattr(getattr(self.job, "watcher", None), "history", None)
         try:
             # with a history, the appended tables are what it wrote and what it has not

@@ -31,6 +31,7 @@ from .._rdma._segments import sweep_job as sweep_rdma_segments
 from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
 from .._shape import Extent, Point, View
 from ..telemetry._budget import DEFAULT_MB, Budget
+from ..telemetry._recorder import recovered_batch
 from .._wire import _serial
 from .._wire._switch import number
 from .._wire._messages import ERROR, OK, Call, Telemetry
@@ -96,6 +97,7 @@ class Job:
         self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure,
                                      on_started=self._proc_started)
         self.supervisor.log_tail = self._log_tail
+        self.supervisor.on_forget = self._forget
         self.workers = Workers(self)
         self._spawning: dict[str, tuple[list[ProcRecord], Future[Any]]] = {}
         self._abandoned: set[str] = set()
@@ -128,6 +130,8 @@ class Job:
         self._flushes: dict[str, list[Any]] = {}
         """logging_option's waits: token -> [procs yet to answer, what starts the change]."""
         self.runtime.notice_handlers["output_flushed"] = self._output_flushed
+        self.runtime.notice_handlers[_instrument.RECOVERED_NOTICE] = (
+            lambda body: self._ingest_when_idle(body["batch"]))
         install_log_prefix()
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
@@ -139,6 +143,14 @@ class Job:
                                                                     int(history_mb * 1e6))
         atexit.register(self.shutdown)
 
+    def _forget(self, proc_meshes: set[str], procs: set[str]) -> None:
+        """What the job kept of procs and proc meshes the supervisor forgot (I/O thread)."""
+        for procs_id in proc_meshes:
+            self.proc_extents.pop(procs_id, None)
+            self._abandoned.discard(procs_id)
+            self.log_streamer.forget(procs_id)
+        self._final_telemetry -= procs
+
     def _topology(self) -> dict[str, Any]:
         """The admin API's topology (from any thread but the I/O thread)."""
         return views.topology(self._on_io(views.snapshot)(self).get(timeout=5), self.store)
@@ -148,9 +160,33 @@ class Job:
             on_fork=lambda proc, pid: self.runtime.call_soon(
                 lambda: self.supervisor.proc_forked(proc, pid)),
             on_exit=lambda pid, status: self.runtime.call_soon(
-                lambda: self.supervisor.proc_exited(pid, status)),
+                lambda: self._local_proc_exited(pid, status)),
             on_lost=lambda: self.runtime.call_soon(
                 lambda: self.supervisor.lost_host(LOCAL_HOST)))
+
+    def _local_proc_exited(self, pid: int, status: int) -> None:
+        """A proc of this host ended (I/O thread): what it had not shipped first, if it died."""
+        proc = self.supervisor.by_pid.get(pid)
+        if status != 0 and proc is not None:
+            batch = recovered_batch(str(_instrument.crash_stem(self.run_dir, proc)), {
+                "host": self.hostname, "proc": proc, "pid": pid, "job": self.job_id})
+            if batch is not None:
+                self._ingest_when_idle(batch)
+        self.supervisor.proc_exited(pid, status)
+
+    def _ingest_when_idle(self, batch: Any) -> None:
+        """Ingests what a dead proc's crash files held once the inbox was seen empty (I/O
+        thread): its last shipments, in flight at its death, are in the store by then, and the
+        store keeps of the files only what it lacks."""
+        mark, deadline = self.runtime.idle_polls, time.monotonic() + 15
+
+        def check() -> None:
+            if self.runtime.idle_polls == mark and time.monotonic() < deadline:
+                self.runtime.call_later(0.05, check)
+                return
+            self.store.ingest(batch)
+
+        check()
 
     def _record_failure(self, failure: dict[str, Any]) -> None:
         infrastructure = "exit_code" in failure or "signal" in failure  # a proc or host ended

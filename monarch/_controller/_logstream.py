@@ -100,6 +100,17 @@ class LogStreamer:
         for mesh, lines in taken:
             self._print_window(lines)
 
+    def forget(self, procs: str) -> None:
+        """A proc mesh the job no longer keeps: prints what its window holds and closes its
+        procs' capture files."""
+        self.flush(procs)
+        with self._lock:
+            self._meshes.pop(procs, None)
+            files = [p for p in self._files if p.rpartition("-")[0] == procs]
+            handles = [self._files.pop(p) for p in files]
+        for handle in handles:
+            handle.close()
+
     def close(self) -> None:
         """Prints everything held and stops the thread (job end)."""
         self.flush()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import deque
 import signal as _signal
 import time
 from typing import Any, Callable
@@ -106,6 +107,12 @@ loaded machine, a few hundred ms were seen). Only a proc with no actor known wai
 then also for the controller's inbox to be seen empty once (at most ATTRIBUTION_MAX_S)."""
 ATTRIBUTION_MAX_S = 15.0
 
+KEEP_ENDED = 4096
+"""Ended procs (stopped or failed) whose records stay for the console, the CLI and late
+notices; once `FORGET_STEP` more have ended, the oldest go, with the actor meshes all of
+whose procs went (a job that spawns and stops meshes for days must not grow without bound)."""
+FORGET_STEP = 256
+
 
 class Supervisor:
     """Bookkeeping and failure routing for the whole job (controller I/O thread)."""
@@ -119,8 +126,13 @@ class Supervisor:
         self.by_pid: dict[int, str] = {}
         self.by_address: dict[str, str] = {}
         self.meshes: dict[str, MeshRecord] = {}
-        self.failures: list[dict[str, Any]] = []
-        """Every failure report of the job, oldest first (kept for the console and CLI)."""
+        self.failures: deque[dict[str, Any]] = deque(maxlen=KEEP_ENDED)
+        """The job's failure reports, oldest first (the newest `KEEP_ENDED` kept for the
+        console and CLI; every one is also in the store and the history)."""
+        self._ended: deque[str] = deque()  # ended procs, oldest first
+        self.on_forget: Callable[[set[str], set[str]], None] = lambda meshes, procs: None
+        """Called (I/O thread) with the proc mesh ids all of whose records were forgotten,
+        and the procs forgotten."""
         self._stop_waiters: list[tuple[set[str], Future[None]]] = []
         self.log_tail: Callable[[str, int], list[str]] = lambda proc, lines: []
         """The last lines a proc wrote (tail_log_lines of them go with its failure)."""
@@ -206,8 +218,31 @@ class Supervisor:
         else:
             record.state = FAILED
             self._proc_failed(record, reason or exit_reason(status))
+        self._ended.append(record.proc)
         self._settle_stops()
         self._settle_ready()
+        if len(self._ended) > KEEP_ENDED + FORGET_STEP:
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        """Drops the records of the oldest ended procs past `KEEP_ENDED`, and of the actor
+        meshes left with none of their procs known."""
+        gone: set[str] = set()
+        procs: set[str] = set()
+        while len(self._ended) > KEEP_ENDED:
+            record = self.procs.pop(self._ended.popleft(), None)
+            if record is None:
+                continue
+            gone.add(record.procs)
+            procs.add(record.proc)
+            if record.pid is not None and self.by_pid.get(record.pid) == record.proc:
+                del self.by_pid[record.pid]
+            if self.by_address.get(record.address) == record.proc:
+                del self.by_address[record.address]
+        gone -= {r.procs for r in self.procs.values()}  # proc meshes with a proc still known
+        for mesh in [m for m, rec in self.meshes.items() if rec.procs in gone]:
+            del self.meshes[mesh]
+        self.on_forget(gone, procs)
 
     def lost_host(self, host_id: str, reason: str | None = None) -> None:
         """A host agent is gone (its zygote died, or its worker fell silent): so are its procs."""
@@ -230,7 +265,8 @@ class Supervisor:
     def _settle_stops(self) -> None:
         still = []
         for pending, done in self._stop_waiters:
-            pending -= {p for p in pending if self.procs[p].state in (STOPPED, FAILED)}
+            pending -= {p for p in pending
+                        if p not in self.procs or self.procs[p].state in (STOPPED, FAILED)}
             if pending:
                 still.append((pending, done))
             else:

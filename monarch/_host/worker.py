@@ -39,7 +39,10 @@ from .._future import Future
 from .._identity import ProcessIdentity, set_current_process
 from .._process import ProcessRuntime
 from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
-from .._wire._messages import ProcExited
+from .._instrument import RECOVERED_NOTICE, crash_stem
+from .._wire._messages import Notice, ProcExited
+from ..telemetry._batch import encode_batch
+from ..telemetry._recorder import recovered_batch
 from ._agent import HostAgent
 
 HEARTBEAT_S = 1.0
@@ -104,6 +107,7 @@ class Worker:
         self.pids: dict[int, tuple[str, str]] = {}
         """pid -> (controller address, proc id) of every live proc this worker forked."""
         self._forking: dict[str, str] = {}  # proc id -> controller, until its pid is known
+        self._crash_stems: dict[str, tuple[Path, str]] = {}  # proc id -> (crash files, job)
         self.refused = 0  # peers refused so far (reported on stderr)
         self._gaps = OwnGaps()
         self.agent = self._make_agent()
@@ -142,6 +146,7 @@ class Worker:
             if controller not in self.controllers:
                 continue  # released meanwhile: its procs are not wanted any more
             self._forking[proc] = controller
+            self._crash_stems[proc] = crash_stem(Path(config["run_dir"]), proc), config["job"]
             agent.fork(proc, dict(config, address=self._proc_address(proc),
                                   hostname=self.hostname))
 
@@ -163,12 +168,18 @@ class Worker:
 
     def exited(self, pid: int, status: int) -> None:
         owner = self.pids.pop(pid, None)
+        stem, job = self._crash_stems.pop(owner[1] if owner else "", (None, None))
         if owner is None:
             return
         address, proc = owner
         link = self.controllers.get(address)
         if link is not None:
             link.pids.discard(pid)
+            batch = None if status == 0 or stem is None else recovered_batch(
+                str(stem), {"host": self.hostname, "proc": proc, "pid": pid, "job": job})
+            if batch is not None:  # what it had not shipped: before its exit, on one link
+                self.runtime.outbox.send(address, Notice(RECOVERED_NOTICE, {
+                    "proc": proc, "batch": encode_batch(batch)}), block=False)
             self.runtime.outbox.send(address, ProcExited(proc, pid, status, self.hostname),
                                      block=False)
 
