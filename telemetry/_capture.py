@@ -50,6 +50,7 @@ class StreamTee:
         self._recorder = recorder
         self._skip_logging = skip_logging
         self._partial: dict[int, str] = {}  # thread id -> text after its last newline
+        self._unwritten: dict[int, str] = {}  # the same, not passed through yet
 
     @property
     def wrapped(self) -> TextIO:
@@ -57,8 +58,16 @@ class StreamTee:
         return self._stream
 
     def write(self, text: str) -> int:
-        """Writes ``text`` to the wrapped stream, then records the lines it completes."""
-        written = self._stream.write(text) if self._passthrough else len(text)
+        """Writes the lines ``text`` completes to the wrapped stream (whole lines, one write
+        and a flush, so the lines of many procs sharing a terminal, pipe or file never mix,
+        whatever its buffering: PYTHONUNBUFFERED wrote ``print``'s text and its newline
+        apart), then records them."""
+        written = len(text)
+        if self._passthrough:
+            try:
+                self._pass(text)
+            except ValueError:  # the stream was closed (interpreter exit)
+                pass
         try:
             skip = self._skip_logging
             if skip is None or sys._getframe(1).f_globals.get("__name__") != "logging" or (
@@ -74,13 +83,16 @@ class StreamTee:
             self.write(line)
 
     def flush(self) -> None:
-        """Flushes the wrapped stream and records this thread's pending partial line.
+        """Writes and flushes this thread's partial line, and records it.
 
         A line being redrawn in place (a progress bar: it contains ``\r``) stays pending until
         its newline, so each redraw is not recorded as a line of its own.
         """
-        self._stream.flush()
         tid = _get_ident()
+        unwritten = self._unwritten.pop(tid, None)
+        if unwritten:
+            self._stream.write(unwritten)
+        self._stream.flush()
         partial = self._partial.get(tid)
         if partial and "\r" not in partial:
             del self._partial[tid]
@@ -88,6 +100,20 @@ class StreamTee:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+    def _pass(self, text: str) -> None:
+        tid = _get_ident()
+        pending = self._unwritten.pop(tid, "") + text
+        end = pending.rfind("\n") + 1
+        if end == 0 and len(pending) < MAX_PARTIAL:
+            if pending:
+                self._unwritten[tid] = pending
+            return
+        if 0 < end < len(pending):
+            self._unwritten[tid] = pending[end:]
+            pending = pending[:end]
+        self._stream.write(pending)
+        self._stream.flush()
 
     def _capture(self, text: str) -> None:
         tid = _get_ident()

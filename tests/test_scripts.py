@@ -73,3 +73,64 @@ EXTRA_EXAMPLES: set[str] = {"spmd_ddp_train.py", "rl_grpo.py", "ft_training.py"}
 """Examples smoke-tested by other test modules or examples: `spmd_ddp_train.py` is a torchrun
 script (it needs torchrun's environment), run by `spmd_ddp.py` and tests/test_spmd.py;
 `rl_grpo.py` and `ft_training.py` run in tests/test_workloads.py."""
+
+
+def test_tracebacks_of_a_main_actor_name_its_file_and_show_its_lines(tmp_path):
+    """An actor class of the user's script travels by value; its code keeps the script's file
+    name, so the remote traceback shows the file and the failing line (cloudpickle's own
+    `<dynamic-code>` showed neither)."""
+    script = tmp_path / "boom_script.py"
+    script.write_text(textwrap.dedent('''
+        from monarch.actor import Actor, ActorError, endpoint, this_host
+
+        class Boom(Actor):
+            @endpoint
+            def boom(self, x):
+                raise ValueError(f"boom from main {x}")
+
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        try:
+            procs.spawn("boom", Boom).boom.call_one(7).get()
+        except ActorError as e:
+            print(str(e))
+        procs.stop().get()
+    '''))
+    out = run(script, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "<dynamic-code>" not in out.stdout
+    assert f'File "{script}", line 7, in boom' in out.stdout, out.stdout
+    assert 'raise ValueError(f"boom from main {x}")' in out.stdout
+
+
+def test_lines_of_many_ranks_stay_whole_whatever_the_buffering(tmp_path):
+    """8 ranks printing 200 lines each into one pipe: every line arrives whole, with
+    PYTHONUNBUFFERED=1 (many Docker images set it: print's text and its newline were written
+    apart, 301 of 1,600 lines came out merged) as without it."""
+    import os
+    import re
+
+    script = tmp_path / "chatty.py"
+    script.write_text(textwrap.dedent('''
+        from monarch.actor import Actor, current_rank, endpoint, this_host
+
+        class Chatty(Actor):
+            @endpoint
+            def talk(self, n):
+                r = current_rank().rank
+                for i in range(n):
+                    print(f"rank line {r}-{i}")
+
+        procs = this_host().spawn_procs(per_host={"gpus": 8})
+        procs.spawn("chatty", Chatty).talk.call(200).get()
+        procs.stop().get()
+    '''))
+    for unbuffered in ("1", ""):
+        env = dict(os.environ, PYTHONUNBUFFERED=unbuffered)
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             timeout=150, cwd=tmp_path, env=env)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        bad = [line for line in lines if not re.fullmatch(r"rank line \d-\d+", line)]
+        assert not bad, f"PYTHONUNBUFFERED={unbuffered!r}: {bad[:5]}"
+        assert sorted(lines) == sorted(f"rank line {r}-{i}" for r in range(8)
+                                       for i in range(200))

@@ -11,9 +11,12 @@ from __future__ import annotations
 import io
 import pickle
 import sys
+import types
+from collections import ChainMap
 from typing import Any, Callable, Sequence
 
 import cloudpickle
+from cloudpickle.cloudpickle import _code_reduce as _cloudpickle_code_reduce
 
 OOB_MIN_BYTES = 64 * 1024
 """Buffers at least this big travel as their own frames."""
@@ -21,8 +24,20 @@ OOB_MIN_BYTES = 64 * 1024
 Buffers = list[pickle.PickleBuffer]
 
 
+def _code_reduce(code: types.CodeType) -> Any:
+    """cloudpickle's reduction of a code object, with its real file name: cloudpickle writes
+    ``<dynamic-code>``, so tracebacks, pdb, py-spy and `monarch stack` of an actor defined in
+    the user's script said ``File "<dynamic-code>", line 19`` with no source. With the name,
+    `linecache` finds the file where the proc runs (the same host, or a shared file system)."""
+    rebuild, args = _cloudpickle_code_reduce(code)
+    return rebuild, tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
+
+
 class _Pickler(cloudpickle.Pickler):
-    """cloudpickle with zero-copy reducers for bytes and torch tensors, and a hook for refs."""
+    """cloudpickle with zero-copy reducers for bytes and torch tensors, a hook for refs, and
+    code objects that keep their file name."""
+
+    dispatch_table = ChainMap({types.CodeType: _code_reduce}, cloudpickle.Pickler.dispatch_table)
 
     def __init__(self, file: io.BytesIO, buffer_callback: Callable[[Any], Any] | None,
                  persistent: Callable[[Any], Any] | None) -> None:
