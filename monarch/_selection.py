@@ -40,12 +40,18 @@ def parse_selection(selection: str) -> list[tuple[str, str]]:
     text = selection.strip()
     if text in ("", "*", "all"):
         return []
-    items = []
+    if text.count("(") != text.count(")"):
+        raise SelectionError(f"{selection.strip()!r}: unbalanced parentheses")
+    items: list[tuple[str, str]] = []
     for part in _split_top(text):
         label, sep, value = part.partition("=")
-        if not sep or not label.strip() or not value.strip():
+        label, value = label.strip(), value.strip()
+        if not sep or not label or not value:
             raise SelectionError(f"expected label=value, got {part!r} (e.g. 'gpus=0:2')")
-        items.append((label.strip(), value.strip()))
+        if any(label == seen for seen, _ in items):
+            raise SelectionError(f"{label} is given twice in {selection.strip()!r}: say it once "
+                                 f"(a list is {label}=(a,b))")
+        items.append((label, value))
     return items
 
 
@@ -63,7 +69,10 @@ def _split_top(text: str) -> list[str]:
 def _values(label: str, text: str, size: int) -> list[int]:
     try:
         if text.startswith("("):
-            values = [int(v) for v in text.strip("()").split(",") if v.strip()]
+            inner = text[1:-1] if text.endswith(")") else ""
+            values = [int(v) for v in inner.split(",")] if inner.strip() else []
+            if not values:
+                raise ValueError(text)
         elif ":" in text:
             return _range(label, text, size)
         else:

@@ -35,6 +35,13 @@ def test_select_ranks(selection, ranks):
     ("gpus=2:2", "selects no rank"),
     ("gpus=0:4:0", "step must be positive"),
     ("gpus=(1,9)", "gpus=9 is out of range"),
+    # a typo never widens the selection: each is refused, none selects more than it names
+    ("gpus=0:2,gpus=1", "gpus is given twice"),
+    ("gpus=(", "unbalanced parentheses"),
+    ("gpus=()", "not an index, range or list"),
+    ("gpus=(1,)", "not an index, range or list"),
+    ("gpus=(1,2", "unbalanced parentheses"),
+    ("hosts=0, gpus", "expected label=value"),
 ])
 def test_bad_selections_say_why(selection, message):
     with pytest.raises(SelectionError, match=message.replace("(", r"\(").replace(")", r"\)")):

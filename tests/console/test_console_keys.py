@@ -120,6 +120,10 @@ async def test_slice_then_kill_sigkills_those_procs(fresh_job):
         assert app.slice_input.has_focus
         await pilot.press(*"gpus=9", "enter")  # out of range: refused, input stays open
         assert app.slice is None and app.slice_input.has_focus
+        for typo in ("gpus", "gpus=0:2,gpus=1", "hosts=0", "gpus=("):  # never all ranks
+            app.slice_input.value = ""
+            await pilot.press(*typo, "enter")
+            assert app.slice is None and app.slice_input.has_focus, typo
         app.slice_input.value = ""
         await pilot.press(*"gpus=1:3", "enter")
         assert app.slice == ("mesh:local:" + app.mesh_tree.selected.ref, "gpus=1:3")
