@@ -13,7 +13,7 @@ import typer
 
 from monarch.admin import AdminClient, AdminError, NoJobError, connect
 
-EXIT_FAILED, EXIT_NO_JOB = 1, 3
+EXIT_FAILED, EXIT_USAGE, EXIT_NO_JOB = 1, 2, 3
 T = TypeVar("T")
 
 
@@ -24,6 +24,8 @@ def client(ctx: typer.Context) -> AdminClient:
         return connect(opts.get("addr"), opts.get("token"), opts.get("job"))
     except NoJobError as exc:
         fail(str(exc), EXIT_NO_JOB)
+    except ValueError as exc:  # --addr that is not host:port
+        fail(f"--addr: {exc}", EXIT_USAGE)
 
 
 @contextmanager

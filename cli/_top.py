@@ -199,6 +199,9 @@ def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str |
                 pass
         typer.echo(f"monarch: error: {exc}", err=True)
         raise typer.Exit(EXIT_NO_JOB) from None
+    except ValueError as exc:  # --addr that is not host:port
+        typer.echo(f"monarch: error: --addr: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _admin_call(fn: Any) -> Any:

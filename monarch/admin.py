@@ -100,6 +100,23 @@ def _alive(info: dict[str, Any]) -> bool:
     return True
 
 
+def host_port(address: str) -> tuple[str, int]:
+    """`host:port` (or `[v6]:port`, `:port` for 127.0.0.1) as (host, port).
+
+    Raises:
+        ValueError: not that shape, or a port outside 1-65535.
+    """
+    host, sep, port = address.strip().rpartition(":")
+    try:
+        number = int(port) if sep and "]" not in port else -1
+    except ValueError:
+        number = -1
+    if not 0 < number < 65536:
+        raise ValueError(f"not a host:port address: {address!r} (e.g. 127.0.0.1:41733; "
+                         "`monarch jobs` lists the running jobs)")
+    return host.strip("[]") or "127.0.0.1", number
+
+
 def connect(addr: str | None = None, token: str | None = None,
             job: str | None = None) -> AdminClient:
     """A client of a running job's admin API.
@@ -111,8 +128,11 @@ def connect(addr: str | None = None, token: str | None = None,
 
     Raises:
         NoJobError: no running job was found (or not `job`, or none at `addr`).
+        ValueError: `addr` is not a host:port address.
     """
     token = token or os.environ.get("MONARCH_ADMIN_TOKEN") or None
+    if addr:
+        host_port(addr)  # a typo is a ValueError saying so, before any lookup
     if addr and token:
         return AdminClient(addr, token)
     infos = discover(job)
@@ -221,8 +241,7 @@ class AdminClient:
         self.token = token
         self.info = info or {"address": address}
         self.timeout = timeout
-        host, _, port = address.rpartition(":")
-        self._host, self._port = host.strip("[]") or "127.0.0.1", int(port)
+        self._host, self._port = host_port(address)
 
     def __repr__(self) -> str:
         return f"AdminClient({self.address!r}, job={self.info.get('job_id')!r})"

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from .. import telemetry
+from .._wire._switch import number
 
 OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                   "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
@@ -43,10 +44,24 @@ def start_exporters(job: Any) -> Exporters:
         config = dataclasses.replace(config, resource_attributes={
             **config.resource_attributes, "monarch.job.id": job.job_id})
         exporters.otlp = telemetry.OtlpExporter(job.store, config).start()
-    port = os.environ.get("MONARCH_METRICS_PORT", "").strip()
-    if port:
+    port = metrics_port()
+    if port is not None:
         try:
-            exporters.metrics = telemetry.serve_metrics(job.store, "127.0.0.1", int(port))
-        except (OSError, ValueError) as exc:
-            print(f"monarch: /metrics not served on port {port!r}: {exc}", file=sys.stderr)
+            exporters.metrics = telemetry.serve_metrics(job.store, "127.0.0.1", port)
+        except OSError as exc:
+            print(f"monarch: /metrics not served on port {port}: {exc}", file=sys.stderr)
     return exporters
+
+
+def metrics_port() -> int | None:
+    """MONARCH_METRICS_PORT (None: unset); read at job start.
+
+    Raises:
+        ValueError: not a port number (0 asks for a free one).
+    """
+    if not os.environ.get("MONARCH_METRICS_PORT", "").strip():
+        return None
+    port = int(number("MONARCH_METRICS_PORT", 0, integer=True))
+    if port > 65535:
+        raise ValueError(f"MONARCH_METRICS_PORT={port}: expected a port number (0-65535)")
+    return port

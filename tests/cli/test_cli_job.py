@@ -114,6 +114,33 @@ def test_errors_are_clear_and_exit_non_zero(job):
     assert unknown.returncode == 1 and "no mesh 'ghosts'" in unknown.stderr
     bad_slice = job.monarch("kill", "workers", "--slice", "gpus=7", "--yes")
     assert bad_slice.returncode == 1 and "out of range" in bad_slice.stderr
+    syntax = job.monarch("stop", "workers", "-s", "gpus=(", "--yes")
+    assert syntax.returncode == 1 and "unbalanced parentheses" in syntax.stderr
+    for command in (["--addr", "garbage", "--token", "x", "status"],
+                    ["top", "--addr", "garbage"]):  # a usage error, not a traceback
+        typo = job.monarch(*command)
+        assert typo.returncode == 2, typo.stderr
+        assert "not a host:port address: 'garbage'" in typo.stderr
+        assert "Traceback" not in typo.stderr
+
+
+@pytest.mark.parametrize(("setting", "value", "message"), [
+    ("MONARCH_METRICS_PORT", "notaport", "MONARCH_METRICS_PORT='notaport': expected a whole"),
+    ("MONARCH_STALL_S", "-5", "MONARCH_STALL_S='-5': expected a number above 0"),
+    ("MONARCH_TELEMETRY_MB", "lots", "MONARCH_TELEMETRY_MB='lots': expected a number"),
+    ("MONARCH_ADMIN_ADDR", "127.0.0.1:port", "MONARCH_ADMIN_ADDR must be host:port"),
+])
+def test_a_setting_that_does_not_read_stops_the_job_saying_which(tmp_path, setting, value,
+                                                                 message):
+    script = tmp_path / "s.py"
+    script.write_text("from monarch.actor import this_host\nthis_host()\nprint('started')\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path,
+                         env=dict(os.environ, MONARCH_RUN_DIR=str(tmp_path / "run"),
+                                  **{setting: value}))
+    assert out.returncode != 0 and "started" not in out.stdout
+    assert message in out.stderr.splitlines()[-1]
+    assert not [p for p in (tmp_path / "run").glob("*") if p.name != "history"]  # no job dir
 
 
 def test_kill_ends_exactly_the_selected_ranks(job, helpers):
