@@ -39,8 +39,16 @@ def controller_rows() -> list[JobRow]:
     return [{"kind": "controller" if r["state"] == "running" else "job",
              "id": r["job_id"], "type": "script", "state": r["state"], "pid": r["pid"],
              "client": "", "hosts": "", "started": r["started"],
-             "detail": r.get("admin") or r.get("history") or "", **r}
+             "detail": _detail(r), **r}
             for r in history_rows()]
+
+
+def _detail(row: JobRow) -> str:
+    """Where to look at a job: its admin address, or how it ended and its history."""
+    if row.get("admin"):
+        return str(row["admin"])
+    ended = f"exit {row['exit_code']}: {row['reason']} " if row.get("exit_code") else ""
+    return ended + (row.get("history") or "")
 
 
 def allocation_rows() -> list[JobRow]:

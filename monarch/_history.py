@@ -100,7 +100,8 @@ def _row(info: dict[str, Any], admin: str | None) -> dict[str, Any]:
     return {"job_id": info.get("job_id"), "state": info.get("state", "running"),
             "pid": info.get("pid"), "hostname": info.get("hostname"), "started": started,
             "ended": ended, "duration_s": round(end - started, 3) if started else None,
-            "exit_code": info.get("exit_code"), "admin": admin,
+            "exit_code": info.get("exit_code"), "reason": info.get("reason") or "",
+            "admin": admin,
             "history": info.get("history")}
 
 

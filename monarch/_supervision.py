@@ -77,6 +77,10 @@ def _indent(text: str) -> str:
     return text.replace("\n", "\n  ")
 
 
+last_unhandled: str | None = None
+"""The report of the failure that ended the script through the default hook, if one did."""
+
+
 def default_unhandled_fault_hook(failure: MeshFailure) -> None:
     """Prints the failure and ends the controller, like an uncaught exception.
 
@@ -88,6 +92,8 @@ def default_unhandled_fault_hook(failure: MeshFailure) -> None:
     if failure.log_tail:
         tail = (f"\nThe last {len(failure.log_tail)} lines its process wrote:\n  "
                 + "\n  ".join(failure.log_tail))
+    global last_unhandled
+    last_unhandled = failure.report().strip()
     print(f"Unhandled monarch error on the root actor, hostname={socket.gethostname()}, "
           f"PID={os.getpid()} at time {now}:\n{failure.report()}{tail}", file=sys.stderr,
           flush=True)

@@ -134,3 +134,38 @@ def test_lines_of_many_ranks_stay_whole_whatever_the_buffering(tmp_path):
         assert not bad, f"PYTHONUNBUFFERED={unbuffered!r}: {bad[:5]}"
         assert sorted(lines) == sorted(f"rank line {r}-{i}" for r in range(8)
                                        for i in range(200))
+
+
+@pytest.mark.parametrize(("ending", "state", "code", "reason"), [
+    ("pass", "finished", 0, ""),
+    ("procs.spawn('a', A).boom.call_one().get()", "failed", 1,
+     "ActorError: Actor call a.boom failed. (ValueError: bad thing)"),
+    ("raise KeyboardInterrupt", "failed", 130, "KeyboardInterrupt"),
+])
+def test_monarch_jobs_says_how_a_script_ended(tmp_path, ending, state, code, reason):
+    """`monarch jobs` said `finished` (exit_code None) for a script that died of an unhandled
+    ActorError or a Ctrl-C: the history records the exit code and why."""
+    import json
+    import os
+
+    script = tmp_path / "ending.py"
+    script.write_text(textwrap.dedent(f'''
+        from monarch.actor import Actor, endpoint, this_host
+
+        class A(Actor):
+            @endpoint
+            def boom(self):
+                raise ValueError("bad thing")
+
+        procs = this_host().spawn_procs(per_host={{"gpus": 1}})
+        {ending}
+    '''))
+    env = dict(os.environ, MONARCH_RUN_DIR=str(tmp_path / "run"), MONARCH_HISTORY="1")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=150, cwd=tmp_path, env=env)
+    # a KeyboardInterrupt ends Python by SIGINT (a shell shows 130), as without monarch
+    assert out.returncode == (-2 if code == 130 else code), out.stderr
+    jobs = subprocess.run([sys.executable, "-m", "monarch.cli", "jobs", "--json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    (row,) = json.loads(jobs.stdout)
+    assert (row["state"], row["exit_code"], row["reason"]) == (state, code, reason)

@@ -108,10 +108,11 @@ class HistoryWriter:
             return make
         return {table: source(kind, table) for kind, table, _ in APPENDED}
 
-    def close(self, actor_rows: list[dict[str, Any]] | None, exit_code: int | None) -> None:
-        """The last flush; marks the job as ended."""
+    def close(self, actor_rows: list[dict[str, Any]] | None, exit_code: int | None,
+              reason: str = "") -> None:
+        """The last flush; marks the job as ended (with its exit code and why)."""
         self.flush(actor_rows)
-        self.info.update(ended=time.time(), exit_code=exit_code)
+        self.info.update(ended=time.time(), exit_code=exit_code, reason=reason)
         self._write_info()
 
     def _write(self, table: str, data: Any, name: str) -> None:
@@ -230,13 +231,13 @@ class Watcher:
         except Exception:  # noqa: BLE001 - the loop is closing: keep the last snapshot
             return None
 
-    def close(self, exit_code: int | None = None) -> None:
+    def close(self, exit_code: int | None = None, reason: str = "") -> None:
         """Stops the thread; the history gets its last records and its end."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self.history is not None:
             try:
-                self.history.close(self._rows(), exit_code)
+                self.history.close(self._rows(), exit_code, reason)
             except OSError as exc:
                 print(f"monarch: job history not closed: {exc}", file=sys.stderr)

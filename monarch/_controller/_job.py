@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from .. import _agent, _instrument, _process, _services, config, telemetry
+from .. import _agent, _instrument, _process, _services, _supervision, config, telemetry
 from .._context import Context, Instance, install_log_prefix, set_root
 from .._settings import follow_settings, proc_settings
 from .._future import Future
@@ -135,6 +135,9 @@ class Job:
         self.runtime.notice_handlers["output_flushed"] = self._output_flushed
         self.runtime.notice_handlers[_instrument.RECOVERED_NOTICE] = (
             lambda body: self._ingest_when_idle(body["batch"]))
+        self.exit_code, self.exit_reason = 0, ""
+        """How the script ended, for its history (`monarch jobs`): see `_record_exit`."""
+        self._record_exit()
         install_log_prefix()
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)
@@ -166,6 +169,28 @@ class Job:
                 lambda: self._local_proc_exited(pid, status)),
             on_lost=lambda: self.runtime.call_soon(
                 lambda: self.supervisor.lost_host(LOCAL_HOST)))
+
+    def _record_exit(self) -> None:
+        """Chains `sys.excepthook`: an uncaught exception ends the script with status 1 (130
+        for a KeyboardInterrupt, the default fault hook's included), and its history says why.
+        Without one the script ends with 0 (a `sys.exit(n)` is not seen: Python hands its
+        code to no hook)."""
+        previous = sys.excepthook
+
+        def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+            if self.exit_code == 0:
+                self.exit_code = 130 if issubclass(kind, KeyboardInterrupt) else 1
+                text = str(value).strip().splitlines()
+                self.exit_reason = f"{kind.__name__}: {text[0]}" if text else kind.__name__
+                cause = getattr(value, "exception", None)  # an ActorError: the remote one
+                if isinstance(cause, BaseException):
+                    self.exit_reason += f" ({type(cause).__name__}: {cause})"
+                if issubclass(kind, KeyboardInterrupt) and _supervision.last_unhandled:
+                    self.exit_reason = ("unhandled monarch error: "
+                                        + _supervision.last_unhandled.splitlines()[0])
+            previous(kind, value, tb)
+
+        sys.excepthook = hook
 
     def _local_proc_exited(self, pid: int, status: int) -> None:
         """A proc of this host ended (I/O thread): what it had not shipped first, if it died."""
@@ -583,7 +608,7 @@ class Job:
         if self.runtime.final_telemetry is not None:
             self.runtime.final_telemetry()  # the controller's own last records, into the store
         self.log_streamer.close()
-        self.watcher.close()
+        self.watcher.close(self.exit_code, self.exit_reason)
         self.exporters.close()
         self.agent.close()
         self.runtime.close()
@@ -591,6 +616,21 @@ class Job:
         release(self.run_dir)
         with _lock:
             _job = None
+        if self.exit_code == 130:
+            _keep_sigint_exit()
+
+
+def _keep_sigint_exit() -> None:
+    """Lets a script that ended with a KeyboardInterrupt exit as one (status 130, by SIGINT).
+
+    CPython 3.11 remembers an unhandled KeyboardInterrupt in a flag that any `exec` of source
+    text clears (a dataclass made while shutting down, say), and the script then exits 1. A
+    KeyboardInterrupt raised by such an `exec` sets the flag again.
+    """
+    try:
+        exec("raise KeyboardInterrupt")
+    except KeyboardInterrupt:
+        pass
 
 
 def _stall_s() -> float:
