@@ -44,6 +44,21 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")
 
 
+def history_or_fail(job: str | None) -> Any:
+    """The history of `job` (default: the newest), or exit 3 saying there is none (and when
+    and why it was pruned, if it was)."""
+    from monarch.admin import open_history
+
+    try:
+        return open_history(job)
+    except FileNotFoundError as exc:
+        if "was pruned" in str(exc):
+            fail(str(exc), EXIT_NO_JOB)
+        which = f"job {job!r}" if job else "monarch job"
+        fail(f"no running {which} and no history of it (`monarch jobs` lists them)",
+             EXIT_NO_JOB)
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """Prints `monarch: error: message` on stderr and exits with `code`."""
     typer.echo(f"monarch: error: {message}", err=True)

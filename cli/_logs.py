@@ -12,7 +12,7 @@ from monarch import telemetry
 
 from monarch.admin import NoJobError, connect
 
-from ._common import EXIT_NO_JOB, admin_errors, call, fail, note, paint
+from ._common import EXIT_NO_JOB, admin_errors, call, fail, history_or_fail, note, paint
 
 
 def register(app: typer.Typer) -> None:
@@ -61,14 +61,9 @@ def logs(ctx: typer.Context,
 def history_logs(job: str | None, mesh: str | None, rank: int | None, text: str | None,
                  limit: int) -> list[dict[str, Any]]:
     """The last `limit` log lines of a job that is not running, from its history."""
-    from monarch.admin import open_history
     from monarch.telemetry._sql import rows
 
-    try:
-        history = open_history(job)
-    except FileNotFoundError:
-        fail(f"no running job {job or ''} and no history of it (`monarch jobs` lists them)",
-             EXIT_NO_JOB)
+    history = history_or_fail(job)
     note(f"job {history.job_id} is {history.info['state']}: reading its history")
     where = ["1 = 1"]
     if mesh is not None:

@@ -10,9 +10,20 @@ from typing import Any
 
 import typer
 
-from monarch.admin import AdminError, NoJobError, connect, open_history
+from monarch.admin import AdminError, NoJobError, connect
 
-from ._common import EXIT_FAILED, EXIT_NO_JOB, call, client, emit_json, fail, note, paint, state
+from ._common import (
+    EXIT_FAILED,
+    EXIT_NO_JOB,
+    call,
+    client,
+    emit_json,
+    fail,
+    history_or_fail,
+    note,
+    paint,
+    state,
+)
 
 EXIT_USAGE = 2
 
@@ -62,7 +73,7 @@ def run_query(ctx: typer.Context, sql: str, job: str | None, limit: int) -> Any:
     try:
         admin = connect(opts.get("addr"), opts.get("token"), job)
     except NoJobError:
-        history = _history_or_fail(job)
+        history = history_or_fail(job)
         note(f"job {history.job_id} is {history.info['state']}: reading its history "
              f"({history.path})")
         return history.query(sql).slice(0, limit)
@@ -72,15 +83,6 @@ def run_query(ctx: typer.Context, sql: str, job: str | None, limit: int) -> Any:
         if exc.status == 400:
             raise QueryError(str(exc)) from None
         fail(str(exc), EXIT_NO_JOB if exc.status is None else EXIT_FAILED)
-
-
-def _history_or_fail(job: str | None) -> Any:
-    try:
-        return open_history(job)
-    except FileNotFoundError:
-        which = f"job {job!r}" if job else "monarch job"
-        fail(f"no running {which} and no history of it (`monarch jobs` lists them)",
-             EXIT_NO_JOB)
 
 
 def render_table(columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:

@@ -191,12 +191,10 @@ def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str |
         job = job or opts.get("job")
         if job and not addr:  # an ended job: its history, read-only
             from monarch._history_client import HistoryClient
-            from monarch.admin import open_history
 
-            try:
-                return HistoryClient(open_history(job))
-            except FileNotFoundError:
-                pass
+            from ._common import history_or_fail
+
+            return HistoryClient(history_or_fail(job))
         typer.echo(f"monarch: error: {exc}", err=True)
         raise typer.Exit(EXIT_NO_JOB) from None
     except ValueError as exc:  # --addr that is not host:port

@@ -4,7 +4,10 @@ The controller writes `<run root>/history/<job id>/` as the job runs (see
 `monarch._controller._history_writer`): ``job.json`` (who, when, how it ended) and one folder
 per SQL table (`monarch.telemetry._tables`) of Parquet files, each a complete file written at
 once (a SIGKILL loses at most the last second). The run directory of a job goes at its end;
-this folder stays, bounded: at most `KEEP_JOBS` histories, none older than `KEEP_DAYS`.
+this folder stays, bounded by age and size (`prune`): a clean history goes after
+`MONARCH_HISTORY_KEEP_DAYS` (7), a failed or crashed one after twice that, and the oldest go
+(clean ones first) while all of them pass `MONARCH_HISTORIES_MB` (2048). A pruned job's id
+is remembered (`PRUNED_FILE`), so asking for it says when and why it went.
 `MONARCH_HISTORY=0` turns writing it off.
 
 Reading needs no running job: `history_dir`, `job_rows` (every job, live and finished, one
@@ -14,6 +17,7 @@ listing for `monarch jobs`), `open_history` → `History.query(sql)`.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import time
@@ -21,13 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from ._rundir import HISTORY, run_root_path, start_time
-from ._wire._switch import switch
+from ._wire._switch import number, switch
 
 JOB_FILE = "job.json"
-KEEP_JOBS = 20
-"""Histories kept (the newest); older ones are removed when a job starts."""
+PRUNED_FILE = ".pruned.jsonl"
+"""One line per pruned history (job_id, when, why), the newest `PRUNED_KEPT`."""
+PRUNED_KEPT = 1000
 KEEP_DAYS = 7.0
-"""Histories older than this are removed when a job starts."""
+"""A clean history older than this many days goes when a job starts
+(`MONARCH_HISTORY_KEEP_DAYS`); a failed or crashed one after twice as long."""
+HISTORIES_MB = 2048.0
+"""All histories together, in MB (`MONARCH_HISTORIES_MB`): past it the oldest go, the clean
+ones before the failed and crashed ones."""
 
 
 def history_root() -> Path:
@@ -105,19 +114,102 @@ def _row(info: dict[str, Any], admin: str | None) -> dict[str, Any]:
             "history": info.get("history")}
 
 
-def prune(keep: int = KEEP_JOBS, days: float = KEEP_DAYS, spare: str | None = None) -> None:
-    """Removes the oldest histories beyond `keep`, and those older than `days` (not running
-    ones, nor `spare`)."""
+def prune(days: float | None = None, total_mb: float | None = None,
+          spare: str | None = None) -> list[str]:
+    """Removes ended histories past their age (`KEEP_DAYS`, twice for failed and crashed
+    ones) and, oldest first, clean ones before the others, while all pass ``total_mb``; never
+    a running one, nor ``spare``. Returns the job ids removed (each noted in `PRUNED_FILE`).
+
+    Raises:
+        ValueError: a setting (`MONARCH_HISTORY_KEEP_DAYS`, `MONARCH_HISTORIES_MB`) that
+            does not read.
+    """
+    if days is None or total_mb is None:
+        days, total_mb = prune_limits()
     root = history_root()
     if not root.is_dir():
+        return []
+    ended = []
+    for path in root.iterdir():
+        info = read_info(path) if path.is_dir() and path.name != spare else None
+        if info is not None and info["state"] != "running":
+            ended.append((path, info, _size(path)))
+    now, gone = time.time(), []
+    for path, info, _ in ended:
+        limit = days if info["state"] == "finished" else 2 * days
+        if (info.get("started") or 0) < now - limit * 86400:
+            gone.append((path, info, f"older than {limit:g} days"))
+    kept = [e for e in ended if e[0] not in {g[0] for g in gone}]
+    total = sum(size for _, _, size in kept) + _size_of_live(root, spare)
+    # clean ones first, oldest first within each
+    for path, info, size in sorted(kept, key=lambda e: (e[1]["state"] != "finished",
+                                                        e[1].get("started") or 0)):
+        if total <= total_mb * 1e6:
+            break
+        gone.append((path, info, f"all histories passed {total_mb:g} MB"))
+        total -= size
+    for path, info, why in gone:
+        shutil.rmtree(path, ignore_errors=True)
+    _note_pruned(root, [(info.get("job_id") or path.name, why) for path, info, why in gone])
+    return [info.get("job_id") or path.name for path, info, _ in gone]
+
+
+def prune_limits() -> tuple[float, float]:
+    """(`MONARCH_HISTORY_KEEP_DAYS`, `MONARCH_HISTORIES_MB`), read now.
+
+    Raises:
+        ValueError: one that does not read as a positive number.
+    """
+    return (number("MONARCH_HISTORY_KEEP_DAYS", KEEP_DAYS, above=True),
+            number("MONARCH_HISTORIES_MB", HISTORIES_MB, above=True))
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for f in path.rglob("*"):
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _size_of_live(root: Path, spare: str | None) -> int:
+    """The bytes of running jobs' histories (they count, they are never removed)."""
+    return sum(_size(p) for p in root.iterdir() if p.is_dir() and (
+        p.name == spare or (read_info(p) or {}).get("state") == "running"))
+
+
+def _note_pruned(root: Path, pruned: list[tuple[str, str]]) -> None:
+    if not pruned:
         return
-    infos = [(p, read_info(p)) for p in root.iterdir() if p.is_dir() and p.name != spare]
-    ended = sorted(((p, i) for p, i in infos if i is None or i["state"] != "running"),
-                   key=lambda pi: (pi[1] or {}).get("started") or 0, reverse=True)
-    cutoff = time.time() - days * 86400
-    for n, (path, info) in enumerate(ended):
-        if n >= keep or info is None or (info.get("started") or 0) < cutoff:
-            shutil.rmtree(path, ignore_errors=True)
+    path = root / PRUNED_FILE
+    try:
+        lines = path.read_text().splitlines() if path.exists() else []
+        lines += [json.dumps({"job_id": job, "pruned": time.time(), "why": why})
+                  for job, why in pruned]
+        tmp = root / f"{PRUNED_FILE}.tmp"
+        tmp.write_text("\n".join(lines[-PRUNED_KEPT:]) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def pruned(job_id: str) -> dict[str, Any] | None:
+    """When and why the history of ``job_id`` was pruned (None: it was not, as far as the
+    note of pruned histories remembers)."""
+    try:
+        lines = (history_root() / PRUNED_FILE).read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("job_id") == job_id:
+            return dict(entry)
+    return None
 
 
 class History:
@@ -155,6 +247,12 @@ def open_history(job: str | None = None) -> History:
         FileNotFoundError: there is none.
     """
     if job:
+        gone = pruned(job) if not history_dir(job).is_dir() else None
+        if gone is not None:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(gone["pruned"]))
+            raise FileNotFoundError(f"the history of job {job} was pruned on {when} "
+                                    f"({gone['why']}; see MONARCH_HISTORY_KEEP_DAYS and "
+                                    "MONARCH_HISTORIES_MB)")
         return History(history_dir(job))
     root = history_root()
     infos = [i for i in (read_info(p) for p in root.iterdir()) if i] if root.is_dir() else []

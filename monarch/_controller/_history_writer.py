@@ -193,7 +193,7 @@ class Watcher:
         """Starts the thread (and the history, if on, bounded by ``max_bytes``)."""
         if history:
             try:
-                prune(spare=self.job.job_id)
+                prune(*getattr(self.job, "prune_limits", (None, None)), spare=self.job.job_id)
                 self.history = HistoryWriter(self.job, history_dir(self.job.job_id), max_bytes)
             except OSError as exc:
                 print(f"monarch: no job history: {exc}", file=sys.stderr)

@@ -38,7 +38,7 @@ from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
 from . import _admin_views as views
 from .._history import enabled as history_enabled
-from .._history import history_dir
+from .._history import history_dir, prune_limits
 from ._admin import parse_addr
 from ._exporters import metrics_port, start_exporters
 from ._history_writer import DEFAULT_HISTORY_MB, Watcher
@@ -79,6 +79,7 @@ class Job:
         """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
         history_mb = number("MONARCH_HISTORY_MB", DEFAULT_HISTORY_MB, above=True)
         history_on = history_enabled()
+        self.prune_limits = prune_limits()
         metrics_port()  # these are read again as they start; a typo stops the job here
         parse_addr(os.environ.get("MONARCH_ADMIN_ADDR", ""))
         self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
