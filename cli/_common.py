@@ -21,11 +21,29 @@ def client(ctx: typer.Context) -> AdminClient:
     """The client of the job chosen by the global options (exits 3 if there is none)."""
     opts = ctx.find_root().obj or {}
     try:
-        return connect(opts.get("addr"), opts.get("token"), opts.get("job"))
+        chosen = connect(opts.get("addr"), opts.get("token"), opts.get("job"))
     except NoJobError as exc:
         fail(str(exc), EXIT_NO_JOB)
     except ValueError as exc:  # --addr that is not host:port
         fail(f"--addr: {exc}", EXIT_USAGE)
+    if not opts.get("addr") and not opts.get("job"):
+        say_which(chosen.info)
+    return chosen
+
+
+def say_which(info: dict[str, Any]) -> None:
+    """When several jobs run, says on stderr which one a command acts on and how to pick."""
+    from monarch.admin import discover
+
+    running = discover()
+    if len(running) > 1:
+        import time
+
+        started = time.strftime("%H:%M:%S", time.localtime(info.get("started") or 0))
+        others = ", ".join(i["job_id"] for i in running if i["job_id"] != info.get("job_id"))
+        note(f"monarch: {len(running)} jobs are running; this is {info.get('job_id')} (the "
+             f"newest, pid {info.get('pid')}, started {started}); the others: {others}. "
+             "Pick one with --job ID.")
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from monarch import telemetry
 
 from monarch.admin import NoJobError, connect
 
-from ._common import EXIT_NO_JOB, admin_errors, call, fail, history_or_fail, note, paint
+from ._common import EXIT_NO_JOB, admin_errors, call, fail, history_or_fail, note, paint, say_which
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +42,8 @@ def logs(ctx: typer.Context,
             fail(f"job {job or ''} is not running: nothing to follow", EXIT_NO_JOB)
         _print(history_logs(job, mesh, rank, text, limit), as_json, fold)
         return
+    if not job and not opts.get("addr"):
+        say_which(admin.info)
     if not follow:
         lines = call(admin.logs, mesh=mesh, rank=rank, text=text, limit=limit)
         _print(lines, as_json, fold)

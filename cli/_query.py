@@ -20,6 +20,7 @@ from ._common import (
     emit_json,
     fail,
     history_or_fail,
+    say_which,
     note,
     paint,
     state,
@@ -77,6 +78,8 @@ def run_query(ctx: typer.Context, sql: str, job: str | None, limit: int) -> Any:
         note(f"job {history.job_id} is {history.info['state']}: reading its history "
              f"({history.path})")
         return history.query(sql).slice(0, limit)
+    if not job and not opts.get("addr"):
+        say_which(admin.info)
     try:
         return admin.query(sql, limit=limit)
     except AdminError as exc:

@@ -185,8 +185,13 @@ def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str |
 
     opts = (ctx.find_root().obj or {}) if ctx is not None else {}
     try:
-        return connect(addr or opts.get("addr"), token or opts.get("token"),
-                       job or opts.get("job"))
+        chosen = connect(addr or opts.get("addr"), token or opts.get("token"),
+                         job or opts.get("job"))
+        if not (addr or opts.get("addr") or job or opts.get("job")):
+            from ._common import say_which
+
+            say_which(chosen.info)
+        return chosen
     except NoJobError as exc:
         job = job or opts.get("job")
         if job and not addr:  # an ended job: its history, read-only

@@ -189,3 +189,23 @@ def test_job_end_removes_the_discovery_file(job):
     assert job.discovery.exists()
     assert job.stop() == 0
     assert not job.discovery.exists()
+
+
+def test_with_two_jobs_running_a_command_says_which_it_acts_on(job, helpers):
+    """`monarch status` silently picked the newest of two running scripts: it still does,
+    and says so, naming the other and how to pick."""
+    from conftest import RunningJob
+
+    other = RunningJob(job.run_dir)  # newer than `job`
+    try:
+        out = job.monarch("status", "--json")
+        assert out.returncode == 0
+        assert (f"2 jobs are running; this is {other.job_id} (the newest"
+                in out.stderr), out.stderr
+        assert job.job_id in out.stderr and "Pick one with --job ID" in out.stderr
+        assert helpers.json_out(out)["job"]["job_id"] == other.job_id
+        picked = job.monarch("--job", job.job_id, "status", "--json")
+        assert "jobs are running" not in picked.stderr
+        assert helpers.json_out(picked)["job"]["job_id"] == job.job_id
+    finally:
+        other.stop()
