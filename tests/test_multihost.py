@@ -192,6 +192,31 @@ def test_a_worker_stopped_longer_than_the_silence_window_keeps_its_procs(workers
     assert not [f for f in fault_log.failures if f.name == "kept"]
 
 
+def test_a_worker_paused_past_the_heartbeat_is_lost_and_its_procs_end(workers, fault_log,
+                                                                      tmp_path):
+    """A pause (or a partition) longer than the controller's heartbeat window is a host
+    failure reported to the owner; when the worker runs again it hears that it was lost and
+    ends what it ran for the job (no zombie on the far side), and it can be attached anew."""
+    from monarch._controller import _remote
+
+    addresses, children = workers
+    hosts = attach_to_workers(workers=addresses)
+    mesh = hosts.slice(hosts=0).spawn_procs(per_host={"gpus": 1}).spawn("paused", Where)
+    (pid,) = [v["pid"] for v in mesh.where.call().get(timeout=60).values()]
+    children[0].send_signal(signal.SIGSTOP)
+    try:
+        failure = fault_log.wait_for(lambda f: f.name == "paused", timeout=30)
+        assert "was lost: no heartbeat" in failure.report()
+    finally:
+        children[0].send_signal(signal.SIGCONT)
+    wait_gone(pid)  # its procs end themselves
+    wait_until(lambda: "the controller lost this host" in (tmp_path / "worker-0.err")
+               .read_text(), "the worker to say why it released the job")
+    again = _remote.attach_to_workers(addresses[:1], timeout=30.0)
+    fresh = again.spawn_procs(per_host={"gpus": 1}).spawn("after_pause", Where)
+    assert fresh.where.call_one().get(timeout=60)["pid"] != pid
+
+
 def test_wrong_worker_secret_is_refused(workers, monkeypatch, tmp_path):
     """The worker refuses (and counts) a controller that does not know its secret; the
     controller gives up with a hint instead of hanging."""

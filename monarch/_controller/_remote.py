@@ -56,9 +56,12 @@ class Workers:
                 self.runtime.outbox.forget(address)  # its link keeps the old credentials
             self.hosts[address] = WorkerRecord(address)
             self.runtime.outbox.credentials[address] = secret
+            # renew: a host declared lost may still run what it ran for us (it was paused,
+            # or cut off): the worker ends that first, the job counts it dead already
             self.runtime.notify(address, "attach", {
                 "controller": self.runtime.address, "secret": self.runtime.identity.secret,
-                "job": self.runtime.identity.job_id, "worker": address})
+                "job": self.runtime.identity.job_id, "worker": address,
+                "renew": record is not None and record.lost})
             pending.add(address)
         self._waiting.append((pending, done))
         self._settle()
@@ -119,8 +122,14 @@ class Workers:
 
     def _heard(self, body: dict[str, Any]) -> None:
         record = self.hosts.get(body["worker"])
-        if record is not None:
-            record.heard = time.monotonic()
+        if record is None:
+            return
+        if record.lost:  # it comes back from a pause or a partition: too late, its procs
+            self.runtime.notify(record.address, "lost", {  # are dead to this job
+                "controller": self.runtime.address,
+                "why": f"the controller had no heartbeat from it for {SILENCE_S:.0f} s"})
+            return
+        record.heard = time.monotonic()
 
     def _exited(self, msg: ProcExited) -> None:
         self.job.supervisor.proc_gone_by_name(msg.proc, msg.status)

@@ -115,7 +115,7 @@ class Worker:
         runtime.notice_handlers.update({
             "attach": self.attach, "fork": self.fork, "signal": self.signal,
             "heartbeat": self.heartbeat, "shutdown": self.shutdown,
-            "exit": self.exit})
+            "exit": self.exit, "lost": self.lost})
         runtime.call_later(HEARTBEAT_S, self.tick)
         self.write_status()
 
@@ -129,6 +129,9 @@ class Worker:
 
     def attach(self, body: dict[str, Any]) -> None:
         address = body["controller"]
+        old = self.controllers.get(address)
+        if old is not None and body.get("renew"):
+            self.release(old, "the controller attaches anew: it had lost this host", last=False)
         self.runtime.outbox.credentials[address] = body["secret"]
         if address not in self.controllers:
             self.controllers[address] = Controller(address, body.get("job", ""),
@@ -192,6 +195,13 @@ class Worker:
         if link is not None:
             link.heard = time.monotonic()
 
+    def lost(self, body: dict[str, Any]) -> None:
+        """The controller declared this host lost (a pause or a partition longer than the
+        heartbeat): what it ran here is dead to the job, so it ends (no zombie on this side)."""
+        link = self._sender(body)
+        if link is not None:
+            self.release(link, f"the controller lost this host: {body.get('why', '')}")
+
     def shutdown(self, body: dict[str, Any]) -> None:
         link = self._sender(body)
         if link is not None:
@@ -237,8 +247,9 @@ class Worker:
                   f"prove the worker secret ({refused} in all)", file=sys.stderr, flush=True)
             self.refused = refused
 
-    def release(self, link: Controller, why: str) -> None:
-        """Forgets a controller and kills every proc forked for it (the zygote stays)."""
+    def release(self, link: Controller, why: str, last: bool = True) -> None:
+        """Forgets a controller and kills every proc forked for it (the zygote stays); a
+        worker that is not `forever` ends with its last controller, unless not ``last``."""
         print(f"monarch worker: released the controller at {link.address} ({len(link.pids)} "
               f"procs killed): {why}", file=sys.stderr, flush=True)
         self.controllers.pop(link.address, None)
@@ -247,7 +258,7 @@ class Worker:
             self.pids.pop(pid, None)
             self._kill(pid)
         self.write_status()
-        if not self.forever and not self.controllers:
+        if last and not self.forever and not self.controllers:
             self.runtime.call_soon(self.runtime.close)
 
     def _kill(self, pid: int) -> None:
