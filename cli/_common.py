@@ -115,6 +115,23 @@ def state(text: str) -> str:
     return paint(text, STATE_COLORS.get(text))
 
 
+def check_mesh_rank(topology: dict[str, Any], mesh: str | None, rank: int | None) -> None:
+    """Exits 1 saying what exists when `mesh` is no mesh of the job, or `rank` no rank of it
+    (of any mesh, without one): a filter that matches nothing would print nothing and
+    succeed."""
+    meshes = topology["meshes"]
+    found = find_mesh(topology, mesh) if mesh is not None else None
+    if mesh is not None and found is None:
+        names = sorted({m["name"] for m in meshes})
+        fail(f"no mesh {mesh!r}; the job has: {', '.join(names) or 'none'}")
+    if rank is not None:
+        sizes = [len(m.get("actors") or []) for m in ([found] if found else meshes)]
+        size = max(sizes, default=0)
+        if not 0 <= rank < size:
+            where = f"{found['name']} has" if found else "the job's largest mesh has"
+            fail(f"no rank {rank}: {where} {size} rank{'s' if size != 1 else ''}")
+
+
 def find_mesh(topology: dict[str, Any], mesh: str) -> dict[str, Any] | None:
     """The mesh with this id, or the newest with this name."""
     meshes = topology["meshes"]

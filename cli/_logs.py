@@ -12,7 +12,17 @@ from monarch import telemetry
 
 from monarch.admin import NoJobError, connect
 
-from ._common import EXIT_NO_JOB, admin_errors, call, fail, history_or_fail, note, paint, say_which
+from ._common import (
+    EXIT_NO_JOB,
+    admin_errors,
+    call,
+    check_mesh_rank,
+    fail,
+    history_or_fail,
+    note,
+    paint,
+    say_which,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +35,8 @@ def logs(ctx: typer.Context,
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
          text: str | None = typer.Option(None, "--grep", "-g",
                                             help="Only lines containing this text."),
-         limit: int = typer.Option(100, "--limit", "-n", help="How many recent lines first."),
+         limit: int = typer.Option(100, "--limit", "-n", min=0,
+                                   help="How many recent lines first."),
          fold: bool = typer.Option(False, "--fold", help="Fold identical lines of all ranks "
                                    "(`[N similar log lines] [ranks 0-7] text`)."),
          as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
@@ -44,6 +55,8 @@ def logs(ctx: typer.Context,
         return
     if not job and not opts.get("addr"):
         say_which(admin.info)
+    if mesh is not None or rank is not None:
+        check_mesh_rank(call(admin.topology), mesh, rank)
     if not follow:
         lines = call(admin.logs, mesh=mesh, rank=rank, text=text, limit=limit)
         _print(lines, as_json, fold)
@@ -76,6 +89,11 @@ def history_logs(job: str | None, mesh: str | None, rank: int | None, text: str 
         where.append(f"strpos(text, {_quote(text)}) > 0")
     found = rows(history.query(f"SELECT * FROM (SELECT * FROM logs WHERE {' AND '.join(where)}"
                                f" ORDER BY hlc DESC LIMIT {int(limit)}) ORDER BY hlc"))
+    if not found and mesh is not None:  # no such mesh, or nothing it wrote?
+        names = {r["mesh"] for r in rows(history.query("SELECT DISTINCT mesh FROM actors"))}
+        if mesh not in names:
+            fail(f"no mesh {mesh!r} in job {history.job_id}; it had: "
+                 f"{', '.join(sorted(n for n in names if n)) or 'none'}")
     return [{"hlc": r["hlc"], "time": r["time_ns"] / 1e9, "stream": r["stream"],
              "level": r["level"], "text": r["text"], "mesh": r["mesh"], "rank": r["rank"],
              "proc": r["proc"], "host": r["host"], "pid": r["pid"],

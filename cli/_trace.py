@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ._common import call, client, note
+from ._common import call, check_mesh_rank, client, note
 
 trace_app = typer.Typer(help="Traces of the job's calls (spans joined across processes).",
                         no_args_is_help=True)
@@ -25,6 +25,8 @@ def export(ctx: typer.Context,
            ) -> None:
     """Writes the stored spans as Chrome/Perfetto trace JSON (open in ui.perfetto.dev)."""
     admin = client(ctx)
+    if mesh is not None:
+        check_mesh_rank(call(admin.topology), mesh, None)
     trace = call(admin.trace, mesh=mesh)
     if output == "-":
         typer.echo(json.dumps(trace))

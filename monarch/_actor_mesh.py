@@ -60,7 +60,8 @@ class ActorMesh(OnView, Generic[A]):
             return endpoint
         if name in self._methods:
             return NotAnEndpoint(self, name)
-        raise AttributeError(name)
+        raise AttributeError(f"{self._mesh_name} ({self._class_name}) has no endpoint {name!r};"
+                             f" its endpoints: {', '.join(sorted(self._endpoints)) or 'none'}")
 
     def _send(self, method: str, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
         if mode == "call_one" and len(self._ranks) != 1:

@@ -140,7 +140,7 @@ class View:
                 offset += start * strides[dim]
                 sizes[dim], strides[dim] = count, strides[dim] * step
             else:
-                offset += _select_index(sizes[dim], sel) * strides[dim]
+                offset += _select_index(label, sizes[dim], sel) * strides[dim]
                 del labels[dim], sizes[dim], strides[dim]
         return View(tuple(labels), tuple(sizes), tuple(strides), offset)
 
@@ -211,10 +211,11 @@ def dense_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _select_index(size: int, sel: Any) -> int:
+def _select_index(label: str, size: int, sel: Any) -> int:
     # Compare first, as Monarch does: a str or list fails the comparison with a TypeError.
     if sel < 0 or sel >= size:
-        raise IndexError("index out of range")
+        raise IndexError(f"index out of range: {label}={sel}, and {label} has size {size} "
+                         f"(0 to {size - 1})")
     return unsigned(sel, "index")
 
 

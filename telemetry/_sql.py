@@ -27,6 +27,9 @@ empty table."""
 MAX_ROWS = 100_000
 """Rows a query returns at most (a ``LIMIT`` of its own may ask for fewer)."""
 
+QUERIES = ("select", "with", "explain", "show", "describe", "values")
+"""What a statement may start with: it reads, it changes nothing."""
+
 _lock = threading.Lock()  # one query at a time per process: DataFusion uses every core
 
 
@@ -57,6 +60,11 @@ def query(sql: str, tables: Mapping[str, TableSource], max_rows: int = MAX_ROWS)
     """
     if not sql or not sql.strip():
         raise QueryError("empty query: give one SQL statement, e.g. SELECT * FROM actors")
+    first = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)*", "", sql, flags=re.S).split(None, 1)
+    if first and first[0].lstrip("(").lower() not in QUERIES:
+        raise QueryError(f"only queries run here ({', '.join(q.upper() for q in QUERIES)}): "
+                         f"{first[0].upper()} would change nothing, the tables are made "
+                         "afresh for each query")
     from datafusion import SessionContext
 
     with _lock:

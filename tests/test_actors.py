@@ -250,7 +250,8 @@ def test_explicit_response_port_and_as_endpoint(procs):
     mesh = procs.spawn("ports", Echo)
     assert mesh.slice(gpus=0).twice.call_one(21).get() == 42
     assert as_endpoint(mesh.slice(gpus=0).plain).call_one(1).get() == 101
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match=r"ports \(test_actors.Echo\) has no endpoint "
+                                             r"'nope'; its endpoints: .*twice"):
         mesh.nope  # noqa: B018
 
 

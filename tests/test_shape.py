@@ -158,8 +158,9 @@ def test_slice_selects_like_monarch(selection, labels, offset, sizes, strides):
 
 @pytest.mark.parametrize("call, error, text", [
     (lambda v: v.slice(foo=1), TypeError, "Shape does not have dimension labeled 'foo'"),
-    (lambda v: v.slice(gpus=4), IndexError, "index out of range"),
-    (lambda v: v.slice(gpus=-1), IndexError, "index out of range"),
+    (lambda v: v.slice(gpus=4), IndexError,
+     "index out of range: gpus=4, and gpus has size 4 (0 to 3)"),
+    (lambda v: v.slice(gpus=-1), IndexError, "index out of range: gpus=-1"),
     (lambda v: v.slice(gpus=9, foo=1), IndexError, "index out of range"),
     (lambda v: v.slice(gpus=1).slice(gpus=0), TypeError,
      "Shape does not have dimension labeled 'gpus'"),

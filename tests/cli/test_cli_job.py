@@ -114,6 +114,18 @@ def test_errors_are_clear_and_exit_non_zero(job):
     assert unknown.returncode == 1 and "no mesh 'ghosts'" in unknown.stderr
     bad_slice = job.monarch("kill", "workers", "--slice", "gpus=7", "--yes")
     assert bad_slice.returncode == 1 and "out of range" in bad_slice.stderr
+    # a filter that matches nothing is an error naming what exists, not an empty success
+    for command, message in ((["logs", "nosuchmesh"], "no mesh 'nosuchmesh'; the job has: "),
+                             (["logs", "workers", "--rank", "99"], "no rank 99: workers has"),
+                             (["trace", "export", "--mesh", "nosuch", "-o", "-"],
+                              "no mesh 'nosuch'")):
+        out = job.monarch(*command)
+        assert out.returncode == 1 and message in out.stderr, (command, out.stderr)
+        assert not out.stdout
+    negative = job.monarch("logs", "-n", "-5")
+    assert negative.returncode == 2 and "Traceback" not in negative.stderr
+    drop = job.monarch("query", "DROP TABLE actors")
+    assert drop.returncode == 2 and "only queries run here" in drop.stderr
     syntax = job.monarch("stop", "workers", "-s", "gpus=(", "--yes")
     assert syntax.returncode == 1 and "unbalanced parentheses" in syntax.stderr
     for command in (["--addr", "garbage", "--token", "x", "status"],
