@@ -51,4 +51,41 @@ def _register_all() -> None:
             register(app)
 
 
+
+def reflow(doc: str | None) -> str | None:
+    """A docstring as help text: each paragraph's hard-wrapped lines joined, so the terminal
+    wraps it at its own width (typer keeps every newline: at 80 columns each source line
+    ended in a ragged half line). Indented lines and list items keep their own lines."""
+    if not doc:
+        return doc
+    import inspect
+
+    paragraphs, current = [], []
+    for line in inspect.cleandoc(doc).splitlines() + [""]:
+        keep = line.startswith((" ", "-", "*", "$")) or not line.strip()
+        if keep and current:
+            paragraphs.append(" ".join(current))
+            current = []
+        if not line.strip():
+            paragraphs.append("")
+        elif keep:
+            paragraphs.append(line)
+        else:
+            current.append(line.strip())
+    text = "\n".join(paragraphs).strip()
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text
+
+
+def _reflow_all(typer_app: typer.Typer) -> None:
+    for command in typer_app.registered_commands:
+        if command.callback is not None and command.help is None:
+            command.callback.__doc__ = reflow(command.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_all(group.typer_instance)
+
+
 _register_all()
+_reflow_all(app)
