@@ -110,14 +110,15 @@ def apply(spec: str | None = typer.Argument(None, help="The job: a Python file d
           ) -> None:
     """Allocates the job (or finds its live allocation) and keeps it after this command ends;
     scripts of this directory then attach to it through `.monarch/job_state.pkl`."""
+    from monarch._jobs._project import import_job
     from monarch.job import load_current_job, set_current_job
 
-    try:
-        if spec is not None:
-            set_current_job(spec)
-        job = load_current_job()
+    try:  # a spec is recorded only once it loads: a typo is not remembered for the next run
+        job = import_job(_spec_path(spec)) if spec is not None else load_current_job()
     except Exception as exc:  # noqa: BLE001 - a user's file: say what went wrong
         fail(f"could not load the job: {type(exc).__name__}: {exc}")
+    if spec is not None:
+        set_current_job(spec)
     from monarch._jobs._trait import CachedRunning
 
     start = time.monotonic()
@@ -132,6 +133,14 @@ def apply(spec: str | None = typer.Argument(None, help="The job: a Python file d
     meshes = " ".join(f"{name}={len(mesh)}" for name, mesh in hosts.items())
     typer.echo(f"{'reused' if reused else 'applied'} {type(running).__name__} {ident}: "
                f"{meshes} ({time.monotonic() - start:.1f}s); `monarch kill --job` ends it")
+
+
+def _spec_path(spec: str) -> str:
+    """`spec` as `set_current_job` records it (a file: its absolute path)."""
+    import os
+    from pathlib import Path
+
+    return str(Path(spec).resolve()) if spec.endswith(".py") or os.path.isfile(spec) else spec
 
 
 def exec_(cmd: list[str] = typer.Argument(..., help="The command (one argument: a shell "

@@ -35,3 +35,16 @@ def test_demo_help_at_80_columns_wraps_at_the_terminal_not_at_the_source() -> No
     assert "runs as its own controller process; the console attaches to it" in text
     lines = [line.strip() for line in out.stdout.splitlines()]
     assert "controller" not in lines and "stops when the" not in lines
+
+
+def test_a_job_spec_that_does_not_load_is_not_remembered(tmp_path) -> None:
+    def apply(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "monarch.cli", "apply", *args],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                              env=dict(os.environ, MONARCH_RUN_DIR=str(tmp_path / "run")))
+
+    bad = apply(str(tmp_path / "nonexistent.py"))
+    assert bad.returncode == 1 and "nonexistent.py" in bad.stderr
+    assert not (tmp_path / ".monarch").exists()  # nothing recorded, nothing left behind
+    again = apply()  # the next plain apply does not repeat the typo
+    assert again.returncode == 1 and "No spec found" in again.stderr, again.stderr
