@@ -108,23 +108,27 @@ def _print(lines: list[dict[str, Any]], as_json: bool, fold: bool) -> None:
     if as_json:
         for line in lines:
             typer.echo(json.dumps(line, default=str))
-    elif fold:
+    elif fold:  # as the console folds and labels them
         for folded in telemetry.fold([_record(line) for line in lines]):
-            typer.echo(str(folded))
+            first = folded.members[0].tags
+            count = f"[{folded.count} similar log lines] " if folded.count > 1 else ""
+            typer.echo(format_line({**first, "text": f"{count}{folded.text}"},
+                                   who=folded.source))
     else:
         for line in lines:
             typer.echo(format_line(line))
 
 
-def format_line(line: dict[str, Any]) -> str:
-    """`HH:MM:SS.mmm mesh[rank] text` (stderr lines in red), or the proc for non-actor lines."""
+def format_line(line: dict[str, Any], who: str | None = None) -> str:
+    """`HH:MM:SS.mmm mesh[rank] text` (stderr lines in red), or the proc for non-actor lines;
+    `who` replaces the writer (a folded line's `trainers[0-3]`)."""
     stamp = time.strftime("%H:%M:%S", time.localtime(line["time"])) + \
         f".{int(line['time'] * 1000) % 1000:03d}"
-    who = f"{line['mesh']}[{line['rank']}]" if line.get("mesh") else (line.get("proc") or "?")
+    who = who or telemetry.source_label([line]) or "?"
     body = paint(line["text"], "red") if line["stream"] == "stderr" else line["text"]
     return f"{paint(stamp, 'bright_black')} {paint(who, 'cyan')} {body}"
 
 
 def _record(line: dict[str, Any]) -> telemetry.LogRecord:
     return telemetry.LogRecord(line["hlc"], int(line["time"] * 1e9), line["stream"],
-                               line["level"], line["text"], line.get("tags") or {})
+                               line["level"], line["text"], line)  # tags: the line itself

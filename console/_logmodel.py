@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from monarch import telemetry
@@ -127,10 +127,5 @@ def _line(members: list[Mapping[str, Any]]) -> LogLine:
                    str(first.get("text", "")), len(members))
 
 
-def log_source(members: Sequence[Mapping[str, Any]]) -> str:
-    """`trainers[0-3]`, `trainers[1]`, `ctl` — who wrote a (folded) line."""
-    meshes = list(dict.fromkeys(str(m.get("mesh") or m.get("proc") or "") for m in members))
-    ranks = [m.get("rank") for m in members if m.get("rank") is not None]
-    if len(meshes) == 1:
-        return f"{meshes[0]}[{telemetry.compress_ranks(ranks)}]" if ranks else meshes[0]
-    return f"{len(meshes)} meshes [ranks {telemetry.compress_ranks(ranks)}]"
+log_source = telemetry.source_label
+"""Who wrote a (folded) line: one label with `monarch logs --fold`."""

@@ -26,7 +26,7 @@ from ._context import (
     set_trace_context,
 )
 from ._actors import message_group
-from ._fold import FoldedLine, compress_ranks, fold
+from ._fold import FoldedLine, compress_ranks, fold, source_label
 from ._hlc import HybridClock, hlc_counter, hlc_wall_ns, now, observe
 from ._hooks import (
     count_bytes,
@@ -113,6 +113,7 @@ __all__ = [
     "call_site",
     "chrome_trace",
     "compress_ranks",
+    "source_label",
     "configure",
     "count_bytes",
     "count_failure",

@@ -7,7 +7,7 @@ the same time window fold into one item that keeps its members, so a viewer can 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._hlc import hlc_wall_ns
@@ -68,6 +68,12 @@ class FoldedLine:
         """The first member's stamp: where the folded line sorts."""
         return self.members[0].hlc
 
+    @property
+    def source(self) -> str:
+        """Who wrote it: `trainers[0-3]`, `trainers[1]`, a proc's name, or `2 meshes [ranks
+        0-1]` (see `source_label`)."""
+        return source_label([m.tags for m in self.members])
+
     def unfold(self) -> list[LogRecord]:
         """Returns the members, one record per original line."""
         return list(self.members)
@@ -78,6 +84,17 @@ class FoldedLine:
             return f"[{ranks}] {self.text}" if ranks else self.text
         prefix = f"[{self.count} similar log lines]"
         return f"{prefix} [ranks {ranks}] {self.text}" if ranks else f"{prefix} {self.text}"
+
+
+def source_label(tags: Sequence[Mapping[str, Any]]) -> str:
+    """The one label of the writers of some lines (their tags): `trainers[0-3]`,
+    `trainers[1]`, `ctl` (a line of no actor: its proc), or `2 meshes [ranks 0-1]`. The
+    console and `monarch logs` both write it."""
+    meshes = list(dict.fromkeys(str(t.get("mesh") or t.get("proc") or "") for t in tags))
+    ranks = [t.get("rank") for t in tags if t.get("rank") is not None]
+    if len(meshes) == 1:
+        return f"{meshes[0]}[{compress_ranks(ranks)}]" if ranks else meshes[0]
+    return f"{len(meshes)} meshes [ranks {compress_ranks(ranks)}]"
 
 
 def fold(records: Iterable[LogRecord], window: float | None = 1.0) -> list[FoldedLine]:
