@@ -24,21 +24,25 @@ SLICE_HELP = "Which ranks: 'gpus=0:2', 'hosts=0, gpus=0:4', 'gpus=(1,3)'; empty 
 
 def kill(ctx: typer.Context,
          mesh: str | None = typer.Argument(None, help="Mesh name or id (or a proc mesh id); "
-                                           "with --job, an allocation id."),
+                                           "with --allocation, an allocation id."),
          selection: str = typer.Option("", "--slice", "-s", help=SLICE_HELP),
          sig: str = typer.Option("KILL", "--signal", help="Signal to send (KILL, TERM, INT...)."),
-         job: bool = typer.Option(False, "--job", help="Kill an allocation (its workers and "
-                                  "every proc on them): the one given, or this directory's."),
+         allocation: bool = typer.Option(False, "--allocation", "-a", help="Kill an "
+                                         "allocation (its workers and every proc on them): "
+                                         "the one given, or this directory's."),
+         old_job: bool = typer.Option(False, "--job", hidden=True),
          yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
          as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
          ) -> None:
     """Kills (SIGKILL) the processes of a slice of a mesh's ranks; the job sees failures.
-    With --job, ends an allocation instead."""
-    if job:
+    With --allocation, ends an allocation instead."""
+    if old_job:  # once the flag's name: --job is the job id everywhere else
+        note("monarch: `kill --job` is now `kill --allocation` (--job names a job id)")
+    if allocation or old_job:
         _kill_allocation(mesh, yes)
         return
     if mesh is None:
-        fail("which mesh? (`monarch ps` lists them; --job kills an allocation)", 2)
+        fail("which mesh? (`monarch ps` lists them; --allocation kills an allocation)", 2)
     admin = client(ctx)
     _confirm(admin, mesh, selection, f"Send SIG{sig.upper().removeprefix('SIG')} to", yes)
     result = call(admin.kill, mesh, selection, sig)
@@ -55,7 +59,7 @@ def kill(ctx: typer.Context,
 
 
 def _kill_allocation(allocation: str | None, yes: bool) -> None:
-    """`monarch kill --job [ID]`: ends the allocation and forgets it."""
+    """`monarch kill --allocation [ID]`: ends the allocation and forgets it."""
     import os
 
     from monarch.job import DEFAULT_JOB_PATH, job_load

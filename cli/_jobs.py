@@ -6,7 +6,7 @@ the allocations on record (ProcessJob / SlurmJob workers, with the controllers a
 them, or none). A source is a function that returns rows with these keys:
 
     kind     "controller" (running), "job" (ended, with a history), "allocation"
-    id       what other commands take (`--job ID`, `monarch kill --job ID`)
+    id       what other commands take (`--job ID`, `monarch kill --allocation ID`)
     type     the job's class or the script
     state    running / pending / dead / finished / failed / crashed ...
     pid      the controller's pid (None for allocations)
@@ -132,7 +132,7 @@ def apply(spec: str | None = typer.Argument(None, help="The job: a Python file d
     ident = getattr(running, "allocation_id", None) or type(running).__name__
     meshes = " ".join(f"{name}={len(mesh)}" for name, mesh in hosts.items())
     typer.echo(f"{'reused' if reused else 'applied'} {type(running).__name__} {ident}: "
-               f"{meshes} ({time.monotonic() - start:.1f}s); `monarch kill --job` ends it")
+               f"{meshes} ({time.monotonic() - start:.1f}s); `monarch kill --allocation` ends it")
 
 
 def _spec_path(spec: str) -> str:

@@ -4,7 +4,7 @@
     state = job.state()                          # allocate once; later runs reuse the workers
     procs = state.trainers.spawn_procs(per_host={"gpus": 8})
     ...
-    job.kill()                                   # or `monarch kill --job`
+    job.kill()                                   # or `monarch kill --allocation`
 
 `state()` saves the running job in `.monarch/job_state.pkl`; the next run of the script (or a
 notebook kernel restarted) finds it there and, while its workers live and it `can_run` the

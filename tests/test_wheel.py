@@ -5,6 +5,7 @@ hand-written package list once shipped a `monarch.job` that could not import).""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -41,9 +42,16 @@ PROGRAM = textwrap.dedent('''
 
 def test_the_wheel_installs_and_runs_outside_the_source_tree(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    source = tmp_path / "source"  # the tracked files: the build leaves nothing in the checkout
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                    str(ROOT)], check=True, timeout=300, env=env, cwd=tmp_path)
+                    str(source)], check=True, timeout=300, env=env, cwd=tmp_path)
     (wheel,) = wheels.glob("pymonarch-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

@@ -1,4 +1,4 @@
-"""Allocations on record: what `monarch jobs` lists and `monarch kill --job` ends.
+"""Allocations on record: what `monarch jobs` lists and `monarch kill --allocation` ends.
 
 Every allocation a job creates gets a directory `<run root>/allocations/<id>/` (mode 0700)
 holding `allocation.json` (kind, meshes, worker addresses and pids, Slurm job id, where it was

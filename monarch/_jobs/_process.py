@@ -180,7 +180,7 @@ class ProcessJob(JobTrait):
     # -- bookkeeping -----------------------------------------------------------------------
     @property
     def allocation_id(self) -> str | None:
-        """The allocation's id (`monarch jobs`, `monarch kill --job ID`), once applied."""
+        """The allocation's id (`monarch jobs`, `monarch kill --allocation ID`), once applied."""
         return self._dir.name if self._dir is not None else None
 
     def worker_addresses(self) -> list[str]:

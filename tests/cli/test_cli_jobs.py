@@ -1,4 +1,4 @@
-"""`monarch apply`, `monarch exec`, `monarch jobs`, `monarch kill --job` on a ProcessJob kept
+"""`monarch apply`, `monarch exec`, `monarch jobs`, `monarch kill --allocation` on a ProcessJob kept
 between commands (real processes, a private run directory)."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Project:
 def project(tmp_path):
     project = Project(tmp_path)
     yield project
-    project.monarch("kill", "--job", "--yes")  # whatever the test left
+    project.monarch("kill", "--allocation", "--yes")  # whatever the test left
 
 
 def worker_pids(row: dict) -> list[int]:
@@ -87,7 +87,7 @@ def test_apply_exec_jobs_and_kill_an_allocation(project):
     assert again.stdout.startswith(f"reused ProcessJob {row['id']}"), again.stderr
     assert worker_pids(project.allocation()) == workers
 
-    killed = project.monarch("kill", "--job", "--yes")
+    killed = project.monarch("kill", "--allocation", "--yes")
     assert killed.returncode == 0 and row["id"] in killed.stdout, killed.stderr
     wait_gone(*workers)
     assert not [r for r in project.rows() if r["kind"] == "allocation"]
