@@ -108,6 +108,7 @@ def render_status(job: dict[str, Any], topology: dict[str, Any]) -> list[str]:
             last = i == len(host["procs"]) - 1
             lines += _proc_lines(proc, actors.get(proc["proc"], []), last)
     lines += service_lines(topology.get("services", []), topology["meshes"])
+    lines += weight_lines(topology.get("weights", []))
     if topology["failures"]:
         lines.append(paint(f"failures ({len(topology['failures'])}):", "red", bold=True))
         for f in topology["failures"]:
@@ -116,6 +117,20 @@ def render_status(job: dict[str, Any], topology: dict[str, Any]) -> list[str]:
             lines.append(f"  {paint(where, 'red')} pid {f.get('pid')} on {f.get('host')}: "
                          f"{f.get('reason')}")
     return lines
+
+
+def weight_lines(weights: list[dict[str, Any]]) -> list[str]:
+    """One line per state dict of `monarch.weights`: its newest version, size and reads."""
+    return [f"weights {paint(w['key'], bold=True)}: v{w['version']}, {_size(w['bytes'])}, "
+            f"{w['reads']} read(s)" for w in weights]
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if nbytes < 1000 or unit == "GB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1000  # type: ignore[assignment]
+    return f"{nbytes} B"
 
 
 def service_lines(services: list[dict[str, Any]], meshes: list[dict[str, Any]]) -> list[str]:

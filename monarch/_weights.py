@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import telemetry
 from ._actor import Actor
 from ._endpoint import endpoint
 
@@ -38,6 +39,10 @@ class WeightIndex(Actor):
         self.newest[key] = (version, entries)
         if old is not None:
             release(old[1])
+        metrics = telemetry.process_recorder().metrics  # `monarch status`, SQL, Prometheus
+        metrics.set(("weight_version", key), version)
+        metrics.set(("weight_bytes", key), sum(e[3] for e in entries.values()
+                                               if e[0] == "tensor"))
         return version
 
     @endpoint
@@ -46,6 +51,7 @@ class WeightIndex(Actor):
         if key not in self.newest:
             raise KeyError(f"no state dict was put under {key!r}")
         newest, entries = self.newest[key]
+        telemetry.process_recorder().metrics.inc(("weight_reads", key))
         if version is not None and version != newest:
             raise VersionReleasedError(
                 f"version {version} of {key!r} is not available (the newest is {newest})")

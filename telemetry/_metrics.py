@@ -51,6 +51,12 @@ BUILTIN = (
                LATENCY_BOUNDS),
     MetricSpec("messages_undelivered", "counter", ("reason",),
                "Messages that never reached a handler (refused, dropped, lost with a proc)"),
+    MetricSpec("weight_version", "gauge", ("key",),
+               "The newest version published of a state dict (monarch.weights)"),
+    MetricSpec("weight_bytes", "gauge", ("key",),
+               "Bytes of the newest version of a state dict (monarch.weights)"),
+    MetricSpec("weight_reads", "counter", ("key",),
+               "Reads of a state dict (monarch.weights.get_state_dict) since the job began"),
     MetricSpec("job_failures", "counter", ("cause",),
                "Failures by cause: user (an endpoint raised) or infrastructure (a proc died, "
                "a host was lost)"),

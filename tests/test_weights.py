@@ -112,3 +112,29 @@ def test_old_versions_are_released(meshes):
         == {second}
     assert delete_state_dict("rel").get(timeout=TIMEOUT)
     assert latest_version("rel").get(timeout=TIMEOUT) is None
+
+
+def test_weight_versions_show_in_the_topology_and_monarch_status(meshes):
+    """Versions were nowhere but in the code: now in the metrics (SQL, Prometheus), the
+    admin topology and `monarch status`."""
+    from waiting import wait_until
+
+    from monarch._controller._job import current_job
+    from monarch.admin import AdminClient
+    from monarch.cli._status import render_status
+
+    trainer, generators = meshes
+    version = trainer.publish.call_one("shown", 3.0).get(timeout=TIMEOUT)
+    generators.pull.call("shown").get(timeout=TIMEOUT)
+    job = current_job()
+    admin = AdminClient(job.admin.address, job.admin.token)
+    nbytes = sum(t.numel() * t.element_size() for t in expected(3.0).values())
+
+    def shown() -> dict | None:
+        entries = [w for w in admin.topology()["weights"] if w["key"] == "shown"]
+        return entries[0] if entries and entries[0]["reads"] >= 2 else None
+
+    entry = wait_until(shown, "the weight version in the topology")
+    assert (entry["version"], entry["bytes"]) == (version, nbytes)
+    lines = render_status(admin.job(), admin.topology())
+    assert any(line.startswith("weights shown: v") and f"v{version}," in line for line in lines)

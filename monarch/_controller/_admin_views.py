@@ -69,7 +69,21 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
     _admin_services.annotate(meshes, found)
     return {"hosts": _hosts(procs, index, snap["proc_extents"]), "meshes": meshes,
             "failures": [failure_dict(f) for f in snap["failures"]], "services": found,
-            "stall_s": live.stall_s}
+            "weights": weights(points), "stall_s": live.stall_s}
+
+
+def weights(points: Any) -> list[dict[str, Any]]:
+    """The state dicts of `monarch.weights`: key, newest version, its bytes, reads so far."""
+    found: dict[str, dict[str, Any]] = {}
+    names = {"weight_version": "version", "weight_bytes": "bytes", "weight_reads": "reads"}
+    for point in points:
+        field = names.get(point.name)
+        if field is not None and "key" in point.labels:
+            entry = found.setdefault(point.labels["key"], {"key": point.labels["key"],
+                                                           "version": 0, "bytes": 0,
+                                                           "reads": 0})
+            entry[field] = int(point.value)
+    return sorted(found.values(), key=lambda w: w["key"])
 
 
 class Live:
