@@ -8,7 +8,8 @@ them, or none). A source is a function that returns rows with these keys:
     kind     "controller" (running), "job" (ended, with a history), "allocation"
     id       what other commands take (`--job ID`, `monarch kill --allocation ID`)
     type     the job's class or the script
-    state    running / pending / dead / finished / failed / crashed ...
+    state    running / pending / dead / stale (a Slurm job no longer queued) / unknown (Slurm
+             did not answer) / finished / failed / crashed ...
     pid      the controller's pid (None for allocations)
     client   the job ids of the controllers attached to an allocation ("" when none)
     hosts    "trainers=2 gen=1"
@@ -79,7 +80,7 @@ def jobs(as_json: bool = typer.Option(False, "--json", help="Print JSON (one obj
          ) -> None:
     """Jobs of this run directory: running controllers and allocations, with or without a
     client attached."""
-    rows = [r for r in job_rows() if not (live and r["state"] in ("dead", "gone"))]
+    rows = [r for r in job_rows() if not (live and r["state"] in ("dead", "gone", "stale"))]
     if as_json:
         emit_json([{k: r.get(k) for k in (*COLUMNS, *r)} for r in rows])
         return

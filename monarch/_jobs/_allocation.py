@@ -87,15 +87,38 @@ def pid_alive(pid: int, start_time: str | None = None) -> bool:
     return start_time is None or _start_time(pid) == start_time
 
 
+SLURM_QUERY_S = 5.0
+"""How long `monarch jobs` waits for Slurm (one query for every allocation on record): an
+unreachable controller made it wait 18 s per record, twice."""
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
 def slurm_state(job_id: str) -> str | None:
-    """The Slurm job's state (RUNNING, PENDING...), None once it left the queue."""
+    """The Slurm job's state (RUNNING, PENDING...), None once it left the queue (or when
+    Slurm does not answer)."""
+    states = slurm_states([job_id])
+    return None if states is None else states.get(job_id)
+
+
+def slurm_states(job_ids: list[str], timeout: float = SLURM_QUERY_S) -> dict[str, str] | None:
+    """The states of these Slurm jobs in one `squeue`, bounded by ``timeout``: job id ->
+    state for those still in the queue; None when Slurm did not answer (unknown)."""
+    if not job_ids:
+        return {}
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i %T"],
+                             capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() \
-        else None
+    if out.returncode != 0:
+        # squeue refuses a list whose every id left its memory ("Invalid job id"): all gone
+        return {} if "Invalid job id" in out.stderr else None
+    states = {}
+    for line in out.stdout.splitlines():
+        job, _, state = line.strip().partition(" ")
+        if job and state:
+            states[job] = state
+    return states
 
 
 def read_records() -> list[dict[str, Any]]:
@@ -111,11 +134,13 @@ def read_records() -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: r.get("created", 0))
 
 
-def record_alive(record: dict[str, Any]) -> bool:
-    """Whether the allocation still has workers (local pids, or a queued Slurm job)."""
+def record_alive(record: dict[str, Any], states: dict[str, str] | None = None) -> bool:
+    """Whether the allocation still has workers (local pids, or a queued Slurm job; its
+    state from ``states`` when given)."""
     if record.get("slurm_job_id"):
-        return slurm_state(record["slurm_job_id"]) not in (None, "COMPLETED", "FAILED",
-                                                            "CANCELLED", "TIMEOUT")
+        job = record["slurm_job_id"]
+        state = states.get(job) if states is not None else slurm_state(job)
+        return state not in (None, *ENDED)
     workers = record.get("workers", [])
     return any(pid_alive(w["pid"], w.get("start_time")) for w in workers if w.get("pid"))
 
@@ -141,16 +166,21 @@ def allocation_rows() -> list[dict[str, Any]]:
     ("trainers=2 gen=1"), started (epoch seconds), detail (Slurm job id or worker addresses).
     """
     attached = attached_controllers()
+    records = read_records()
+    states = slurm_states([r["slurm_job_id"] for r in records if r.get("slurm_job_id")])
     rows = []
-    for record in read_records():
+    for record in records:
         addresses = [a for mesh in record.get("addresses", {}).values() for a in mesh]
         clients = sorted({c["job"] for a in addresses for c in attached.get(a, [])})
-        state = "running" if record_alive(record) else "dead"
         if record.get("slurm_job_id"):
-            slurm = slurm_state(record["slurm_job_id"])
-            state = (slurm or "gone").lower() if slurm != "RUNNING" else "running"
-            detail = f"slurm {record['slurm_job_id']}"
+            job = record["slurm_job_id"]
+            slurm = None if states is None else states.get(job)
+            # a job that left the queue: its record is stale (`monarch kill --allocation`)
+            state = ("unknown" if states is None else "running" if slurm == "RUNNING"
+                     else (slurm or "stale").lower())
+            detail = f"slurm {job}" + (" (Slurm did not answer)" if states is None else "")
         else:
+            state = "running" if record_alive(record) else "dead"
             detail = " ".join(addresses)
         rows.append({"kind": "allocation", "id": record["id"], "type": record.get("type", ""),
                      "state": state, "pid": None, "client": ",".join(clients),
