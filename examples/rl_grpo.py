@@ -29,6 +29,7 @@ from monarch.weights import get_state_dict, latest_version, put_state_dict
 
 DIGITS, ANSWERS = 10, 19
 PROMPTS, GROUP = 32, 8  # prompts per step, answers sampled per prompt
+REPLICAS = 2  # generator replicas (a replaced one is a new process in the same place)
 WEIGHTS_KEY = "policy"
 
 
@@ -106,7 +107,7 @@ class Trainer(Actor):
 
 async def run(steps: int, seed: int) -> dict:
     host = this_host()
-    generators = await Generator.options(procs=1, num_replicas=2, name="generators") \
+    generators = await Generator.options(procs=1, num_replicas=REPLICAS, name="generators") \
         .as_service(seed)
     procs = host.spawn_procs(per_host={"procs": 2})
     trainer = procs.slice(procs=0).spawn("trainer", Trainer, seed)
@@ -139,7 +140,7 @@ async def run(steps: int, seed: int) -> dict:
     await procs.stop()
     k = min(10, len(history))
     return {"first": sum(history[:k]) / k, "last": sum(history[-k:]) / k, "seconds": elapsed,
-            "replicas": len(replicas_used), "steps": len(history)}
+            "replicas": REPLICAS, "processes": len(replicas_used), "steps": len(history)}
 
 
 def main() -> None:
@@ -148,9 +149,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     out = asyncio.run(run(args.steps, args.seed))
+    replaced = out["processes"] - out["replicas"]
     print(f"mean reward {out['first']:.3f} (first 10 steps) -> {out['last']:.3f} (last 10 "
           f"steps), {out['steps']} steps in {out['seconds']:.1f} s on "
-          f"{out['replicas']} generator replicas")
+          f"{out['replicas']} generator replicas"
+          + (f" ({replaced} replaced along the way)" if replaced > 0 else ""))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ class ActorBook:
         self.events: Bounded[StatusEvent] = Bounded(max_events, budget.of("event"), event_bytes)
         self.journals: dict[str, Any] | None = None  # the store's, once it follows
         self._stalled: dict[str, set[tuple[str, int]]] = {}  # actor -> (method, start)
+        self._last: dict[str, StatusEvent] = {}  # actor -> its last event (oldest first)
 
     def ingest(self, statuses: list[ActorStatus], groups: list[MessageGroup]) -> None:
         """Takes a process's newest statuses and handled messages (groups)."""
@@ -50,7 +51,15 @@ class ActorBook:
                 self.journals["message"].extend(groups)
 
     def event(self, event: StatusEvent) -> None:
-        """Records one status event."""
+        """Records one status event, unless it repeats the actor's last one (the controller
+        records a failure it saw, and the proc's next status says `failed` again)."""
+        last = self._last.pop(event.actor, None)
+        self._last[event.actor] = event
+        if len(self._last) > self._max_actors:
+            del self._last[next(iter(self._last))]
+        if last is not None and last.event == event.event and (
+                not event.detail or event.detail == last.detail):
+            return
         self.events.append(event)
         if self.journals is not None:
             self.journals["status_event"].append(event)

@@ -264,6 +264,7 @@ def install_capture(recorder: Recorder | None = None, *, streams: bool = True,
     if logging_level is not None:
         handler = LoggingCapture(recorder, logging_level, echo=passthrough)
         logging.getLogger().addHandler(handler)
+    _threads_inherit_tags()
     return Capture(_tee("stdout", recorder, handler, passthrough) if streams else None,
                    _tee("stderr", recorder, handler, passthrough) if streams else None, handler)
 
@@ -276,3 +277,28 @@ def _tee(name: str, recorder: Recorder | None, handler: LoggingCapture | None,
     tee = StreamTee(stream, name, recorder, handler, passthrough)
     setattr(sys, name, tee)
     return tee
+
+
+def _threads_inherit_tags() -> None:
+    """A thread started by an actor (a library's background thread: torchft's, a data
+    loader's) logs with that actor's tags, not as the proc's root (`[actor=<root>]`, no mesh
+    in the logs table): `Thread.start` hands the starter's tags to the new thread. Once per
+    process; a thread started with no tags set is left as it is."""
+    if getattr(threading.Thread.start, "_monarch_tags", False):
+        return
+    start = threading.Thread.start
+
+    def start_tagged(self: threading.Thread) -> None:
+        tags = _tags_var.get()
+        if tags:
+            run = self.run
+
+            def run_tagged() -> None:
+                _tags_var.set(tags)
+                run()
+
+            self.run = run_tagged  # type: ignore[method-assign]
+        start(self)
+
+    start_tagged._monarch_tags = True  # type: ignore[attr-defined]
+    threading.Thread.start = start_tagged  # type: ignore[method-assign]

@@ -27,8 +27,11 @@ empty table."""
 MAX_ROWS = 100_000
 """Rows a query returns at most (a ``LIMIT`` of its own may ask for fewer)."""
 
-QUERIES = ("select", "with", "explain", "show", "describe", "values")
-"""What a statement may start with: it reads, it changes nothing."""
+CHANGES = frozenset(("create", "drop", "insert", "update", "delete", "alter", "copy",
+                     "truncate", "set", "reset", "prepare", "execute", "deallocate", "begin",
+                     "commit", "rollback"))
+"""Statements that would change tables or the session: refused, saying why (a fresh session
+runs each query, so DataFusion would run them and change nothing)."""
 
 _lock = threading.Lock()  # one query at a time per process: DataFusion uses every core
 
@@ -61,8 +64,8 @@ def query(sql: str, tables: Mapping[str, TableSource], max_rows: int = MAX_ROWS)
     if not sql or not sql.strip():
         raise QueryError("empty query: give one SQL statement, e.g. SELECT * FROM actors")
     first = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)*", "", sql, flags=re.S).split(None, 1)
-    if first and first[0].lstrip("(").lower() not in QUERIES:
-        raise QueryError(f"only queries run here ({', '.join(q.upper() for q in QUERIES)}): "
+    if first and first[0].lstrip("(").lower() in CHANGES:
+        raise QueryError(f"only queries run here (SELECT, WITH, EXPLAIN, SHOW...): "
                          f"{first[0].upper()} would change nothing, the tables are made "
                          "afresh for each query")
     from datafusion import SessionContext

@@ -82,3 +82,37 @@ def test_the_store_keeps_of_a_recovered_batch_only_what_it_lacks() -> None:
     store.ingest([BATCH_VERSION, {**resource, "recovered": True}, [], again, [], [], []])
     assert [r.text for r in store.logs()] == ["line 0", "line 1", "line 2", "line 3"]
     assert "recovered" not in store.resources()["p-0"]
+
+
+class Spawner(Actor):
+    @endpoint
+    def start_background(self, token: str) -> None:
+        import logging
+        import threading
+
+        def work() -> None:
+            print(f"background print {token}")
+            logging.getLogger("lib").warning(f"background log {token}")
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+
+
+def test_a_thread_an_actor_starts_logs_with_the_actors_tags(fault_log: Any) -> None:
+    """torchft's background threads logged as `[actor=<root>]`, with no mesh in the logs
+    table: a thread started by an actor carries its tags."""
+    from monarch._controller._job import current_job
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    try:
+        store = current_job().store
+        token = os.urandom(4).hex()
+        procs.spawn("spawner", Spawner).start_background.call(token).get(timeout=30)
+        found = wait_until(lambda: len(store.logs(text=token, limit=10)) == 4
+                           and store.logs(text=token, limit=10), "the 4 background lines")
+        assert sorted((r.tags.get("mesh"), r.tags.get("rank"), r.text.split()[1])
+                      for r in found) == [("spawner", 0, "log"), ("spawner", 0, "print"),
+                                          ("spawner", 1, "log"), ("spawner", 1, "print")]
+    finally:
+        procs.stop().get(timeout=30)

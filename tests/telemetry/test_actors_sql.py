@@ -156,3 +156,18 @@ def test_kept_flight_records_cost_the_garbage_collector_nothing() -> None:
     assert all(gc.get_referents(c) in ([], [array]) if isinstance(c, array) else not gc.is_tracked(c)
                for c in columns)
     assert [m.method for m in store.messages(limit=2)] == ["m98", "m99"]
+
+
+def test_a_failure_seen_twice_is_one_event() -> None:
+    """The controller records a failure, then the proc's status says `failed` too: `monarch
+    inspect` listed the failure twice."""
+    from monarch.telemetry import StatusEvent
+
+    store = Store()
+    store.add_event(StatusEvent(1, "m-1[3]", "trainers", 3, "failed", "Killed(sig=9)", "p-3"))
+    store.add_event(StatusEvent(2, "m-1[3]", "trainers", 3, "failed", "", "p-3"))
+    store.add_event(StatusEvent(3, "m-1[2]", "trainers", 2, "stalled", "step", "p-2"))
+    store.add_event(StatusEvent(4, "m-1[2]", "trainers", 2, "stalled", "save", "p-2"))
+    assert [(e.actor, e.event, e.detail) for e in store.status_events()] == [
+        ("m-1[3]", "failed", "Killed(sig=9)"), ("m-1[2]", "stalled", "step"),
+        ("m-1[2]", "stalled", "save")]

@@ -81,7 +81,8 @@ def test_public_api_is_pinned() -> None:
         "invocation_site", "message_group", "now",
         "observe", "observe_handler_latency", "process_recorder", "record_failure",
         "record_transfer", "reset_actor_tags", "reset_trace_context", "serve_metrics",
-        "set_actor_tags", "set_process_recorder", "set_queue_depth", "set_trace_context", "span",
+        "set_actor_tags", "set_process_recorder", "set_queue_depth", "set_trace_context",
+        "source_label", "span",
         "start_site_span", "start_span", "traced", "write_chrome_trace"])
     assert all(hasattr(telemetry, name) for name in telemetry.__all__)
 
