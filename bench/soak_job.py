@@ -164,7 +164,7 @@ class Soak:
 
     # -- ft --------------------------------------------------------------------------------------
     async def ft(self, groups: int = 2) -> None:
-        from ft_training import Lighthouse, ReplicaGroup
+        from ft_training import Lighthouse
 
         from monarch.job import ProcessJob
 
