@@ -10,6 +10,7 @@ session); `quit`/`q` (leave, sessions stay paused). Pure logic: the backend talk
 from __future__ import annotations
 
 import re
+import time
 from typing import Any, Callable, Iterable, Protocol, TextIO
 
 from ._debug import format_sessions
@@ -107,6 +108,10 @@ def _values(spec: str) -> set[int]:
         raise RankSpecError(f"not a rank selection: {spec!r}") from exc
 
 
+CAST_ANSWER_S = 30.0
+"""How long `cast` waits for each session's answer (its next pdb prompt)."""
+
+
 class DebugShell:
     """Reads commands from `stdin`, writes to `stdout`, drives sessions through `backend`."""
 
@@ -184,11 +189,35 @@ class DebugShell:
             return
         actor_name, spec, command = match.groups()
         selected = parse_ranks(spec)
-        chosen = [i for i in self.backend.sessions()
-                  if i["actor_name"] == actor_name and selected(i)]
-        for info in chosen:
+        chosen = sorted((i for i in self.backend.sessions()
+                         if i["actor_name"] == actor_name and selected(i)),
+                        key=lambda i: (str(type(i["rank"])), i["rank"]))
+        starts = {}
+        for info in chosen:  # what each wrote before the command is not its answer
+            _, starts[info["id"]], _ = self.backend.read(info["id"], 0, 0.0)
             self.backend.send(info["id"], command)
         self._write(f"sent {command!r} to {len(chosen)} session(s)\n")
+        for info in chosen:  # each rank's answer, as Monarch prints them
+            text, closed = self._answer(info["id"], starts[info["id"]])
+            self._write(f"--- {actor_name}[{info['rank']}] ---\n{text}")
+            if closed:
+                self._write(f"(session {actor_name}[{info['rank']}] ended)\n")
+
+    def _answer(self, session_id: int, offset: int) -> tuple[str, bool]:
+        """What a session writes after `offset` until pdb prompts again (the prompt left
+        out), and whether the session ended."""
+        parts = []
+        deadline = time.monotonic() + CAST_ANSWER_S
+        while True:
+            text, offset, closed = self.backend.read(session_id, offset, 5.0)
+            parts.append(text)
+            joined = "".join(parts)
+            if not closed and time.monotonic() > deadline:
+                return joined + f"(no prompt after {CAST_ANSWER_S:g} s: still running?)\n", False
+            if closed or joined.endswith("(Pdb) "):
+                answer = joined.removesuffix("(Pdb) ")
+                return answer if not answer or answer.endswith("\n") else answer + "\n", \
+                    closed
 
     def _lines(self, prompt: str) -> Iterable[str]:
         while True:

@@ -108,5 +108,7 @@ def test_debug_shell_list_attach_cast_continue(procs):
     assert "MONARCH DEBUGGER" in text and "| shelled" in text and "monarch_dbg> " in text
     assert "(Pdb) 2\n" in text and "detached" in text
     assert "sent 'p secret + 1000' to 2 session(s)" in text
+    # each rank's answer, printed as it comes (it appeared only on a later attach)
+    assert "--- shelled[0] ---\n1000\n--- shelled[2] ---\n1004\n" in text
     assert "unknown command 'bogus'" in text and "continued 3 session(s)" in text
     assert [p.get(timeout=20) for p in pending] == [1, 501, 5]
