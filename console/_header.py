@@ -34,9 +34,20 @@ class JobHeader(Static):
     """Two lines of job status."""
 
     def show(self, job: dict[str, Any] | None, *, paused: int, refresh_s: float, fps: float,
-             crumb: str, error: str | None) -> None:
-        """Replaces both lines."""
+             crumb: str, error: str | None, ended: dict[str, Any] | None = None) -> None:
+        """Replaces both lines. A job that `ended` says so first, where a long line cannot
+        push it off the screen."""
         job = job or {}
+        if ended is not None:
+            how = ended["state"] + (f", exit {ended['exit_code']}" if ended.get("exit_code")
+                                    else "") + (f": {ended['reason']}" if ended.get("reason")
+                                                else "")
+            self.update(Text.assemble(
+                (f" JOB {job.get('job_id', '?')} ENDED ({how}) ", "bold white on red"),
+                "  press H for its history, q to quit\n",
+                (f"last seen: up {fmt_duration(job.get('uptime_s'))}, health "
+                 f"{job.get('health', '?')}; {crumb}", "dim")))
+            return
         health = str(job.get("health", "unknown"))
         counts = job.get("counts") or {}
         line = Text.assemble(

@@ -42,6 +42,7 @@ KEYS: tuple[Key, ...] = (
     Key("d", "diagnose", "diagnostics: ping every proc", "inspect", "diag"),
     Key("Q", "query", "query the telemetry with SQL (DataFusion)", "inspect", "sql"),
     Key("r", "refresh", "refresh now", "inspect"),
+    Key("H", "history", "open the history of the job that ended", "inspect"),
     Key("question_mark", "help", "this help", "app", "help"),
     Key("q,ctrl+c", "quit", "quit", "app", "quit"),
 )

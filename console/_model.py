@@ -450,3 +450,4 @@ def breadcrumb(rows: Sequence[Row], selected: Row | None) -> str:
             path.append(row.label)
             depth = row.depth
     return " › ".join(reversed(path))
+

@@ -34,8 +34,10 @@ class ThroughputPane(Vertical):
             ("total ", "bold"), (f"{fmt_bytes(rate)}/s", "bold green"),
             (f"  {total.get('count', 0)} transfers, {fmt_bytes(total.get('bytes', 0))} "
              f"in {window:g}s", "dim")))
-        self.query_one("#throughput-spark", Sparkline).data = list(
-            total.get("history") or [0.0]) or [0.0]
+        history = list(total.get("history") or [])
+        spark = self.query_one("#throughput-spark", Sparkline)
+        spark.display = any(v > 0 for v in history)  # all zero: drawn as full bars
+        spark.data = history or [0.0]
         self.query_one("#throughput-table", Static).update(_table(transfers))
 
 

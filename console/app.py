@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
+from . import _ending as ending
 from . import _keys as keys
 from . import _logmodel as logmodel
 from . import _model as model
@@ -112,6 +113,9 @@ class MonarchTop(App[None]):
         self._log_rendered = (0.0, -1, "")
         self._error: str | None = None
         self._seen_sessions: set[Any] = set()
+        self.ended: dict[str, Any] | None = None
+        """How the job ended, once its admin API stopped answering and its controller is
+        gone (state, exit code, reason); None while it runs."""
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -166,9 +170,16 @@ class MonarchTop(App[None]):
             self._render_header()
 
     def apply(self, snap: model.Snapshot) -> None:
-        """Shows a new snapshot (keeps the last good topology when this poll failed)."""
+        """Shows a new snapshot (keeps the last good topology when this poll failed; says so
+        when that is because the job ended)."""
         self._error = snap.error
         if snap.topology is None or snap.job is None:
+            if snap.error and self.ended is None and self.snapshot.job:
+                self.ended = ending.job_ended(self.snapshot.job)
+                if self.ended is not None:
+                    self.notify(f"job {self.snapshot.job.get('job_id')} ended "
+                                f"({self.ended['state']}); press H for its history",
+                                title="job ended", severity="warning", timeout=15)
             snap = dataclasses.replace(self.snapshot, error=snap.error)
         self.snapshot = snap
         self.rates.update(snap.taken_at or time.monotonic(), model.actor_counters(snap))
@@ -218,7 +229,7 @@ class MonarchTop(App[None]):
         paused = len(self.snapshot.sessions)
         self.job_header.show(self.snapshot.job, paused=paused, refresh_s=self.refresh_s,
                              fps=self.statistics().updates_per_s, crumb=crumb,
-                             error=self._error)
+                             error=self._error, ended=self.ended)
 
     def _crumb(self) -> str:
         parts = [model.breadcrumb(self.mesh_tree.rows_shown, self.mesh_tree.selected)]
@@ -382,11 +393,46 @@ class MonarchTop(App[None]):
             self.notify(str(exc), severity="warning")
             return None
 
+    def read_only(self) -> str | None:
+        """Why actions are refused here (an ended job), or None when they run."""
+        state = (self.snapshot.job or {}).get("state", "running")
+        if self.ended is not None or state != "running":
+            job = (self.snapshot.job or {}).get("job_id", "")
+            return f"job {job} has ended: its console is read-only"
+        return None
+
+    def _refused(self) -> bool:
+        why = self.read_only()
+        if why is not None:
+            self.notify(why, severity="warning")
+        return why is not None
+
+    def action_history(self) -> None:
+        """Opens the ended job's history in place of its (gone) admin API."""
+        if self.ended is None:
+            self.notify("the job is running: `monarch top --job ID` opens a history",
+                        severity="warning")
+            return
+        try:
+            client = ending.history_client((self.snapshot.job or {}).get("job_id", ""))
+        except FileNotFoundError as exc:
+            self.notify(str(exc), title="history", severity="error")
+            return
+        self.feed.stop()
+        self.client, self.ended, self._error = client, None, None
+        self.feed = Feed(client, interval=self.refresh_s)
+        self.feed.start()
+        self.feed.poke()
+
     def action_kill(self) -> None:
+        if self._refused():
+            return
         self._confirm_then("kill", "Kill", "SIGKILL to",
                            lambda t: self.client.kill(t.mesh, t.selection))  # type: ignore
 
     def action_stop(self) -> None:
+        if self._refused():
+            return
         self._confirm_then("stop", "Stop", "graceful stop of",
                            lambda t: self.client.stop(t.mesh, t.selection))  # type: ignore
 
@@ -407,6 +453,8 @@ class MonarchTop(App[None]):
         self.push_screen(ConfirmScreen(question, detail), answered)
 
     def action_break_next(self) -> None:
+        if self._refused():
+            return
         target = self._target_or_warn()
         if target is None:
             return
@@ -418,6 +466,8 @@ class MonarchTop(App[None]):
                          lambda: self.client.break_next(target.mesh, rank))  # type: ignore
 
     def action_continue_all(self) -> None:
+        if self._refused():
+            return
         self._run_action("continue_all", self.client.continue_all)  # type: ignore
 
     def action_stack(self) -> None:
@@ -476,6 +526,8 @@ class MonarchTop(App[None]):
         return sessions[0] if len(sessions) == 1 else None
 
     def action_attach(self) -> None:
+        if self._refused():
+            return
         session = self.session_for_selection()
         if session is None:
             count = len(self.snapshot.sessions)

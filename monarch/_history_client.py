@@ -59,9 +59,15 @@ class HistoryClient:
                 "mesh": a["mesh_id"], "name": a["mesh"], "class_name": a["actor_class"],
                 "owner_id": None, "procs": _procs_of(a["proc"]), "actors": [],
                 "extent": {"labels": [], "sizes": []}})
-            mesh["actors"].append(_actor(a))
+            mesh["actors"].append(_actor(a, self._ended))
+        for mesh in meshes.values():  # the extent its actors' points span (it showed `{}`)
+            mesh["extent"] = _extent([actor["point"] for actor in mesh["actors"]])
         return {"hosts": list(hosts.values()), "meshes": list(meshes.values()),
                 "failures": self.failures()}
+
+    @property
+    def _ended(self) -> bool:
+        return self.info.get("state") != "running"
 
     def failures(self) -> list[dict[str, Any]]:
         """Every failure recorded."""
@@ -127,7 +133,7 @@ class HistoryClient:
         events = self._rows(f"SELECT * FROM actor_status_events WHERE actor = {actor} "
                             "ORDER BY time_ns")
         return {"mesh": a["mesh"], "mesh_id": a["mesh_id"], "class_name": a["actor_class"],
-                **_actor(a),
+                **_actor(a, self._ended),
                 "recent": [{"method": m["method"], "sender": m["sender"],
                             "start": m["start_ns"] / 1e9, "duration_ms": m["duration_ms"],
                             "outcome": m["outcome"], "bytes": m["bytes"]} for m in recent],
@@ -155,13 +161,26 @@ def _proc(a: dict[str, Any]) -> dict[str, Any]:
                          "bytes_received": 0, "failures": 0}}
 
 
-def _actor(a: dict[str, Any]) -> dict[str, Any]:
+def _extent(points: list[dict[str, int]]) -> dict[str, list[Any]]:
+    """The labels and sizes the points of a mesh's actors span."""
+    labels = list(points[0]) if points and points[0] else []
+    return {"labels": labels, "sizes": [max(p.get(label, 0) for p in points) + 1
+                                        for label in labels]}
+
+
+def _actor(a: dict[str, Any], ended: bool = True) -> dict[str, Any]:
+    """One actor as the ``actors`` table saw it last; of a job that ended, one still running
+    then is shown stopped (its process went with the job; a stalled or failed one stays so,
+    and what it ran stays in `running`)."""
+    state = a["state"]
+    if ended and state in ("running", "starting", "stopping"):
+        state = "stopped"
     running = [] if not a["running_method"] else [{
         "method": a["running_method"], "since": (a["running_since_ns"] or 0) / 1e9,
         "running_s": a["running_s"], "caller": a["caller"], "trace_id": a["trace_id"],
         "stalled": bool(a["stalled"])}]
     point = dict(p.split("=", 1) for p in (a["point"] or "").split(",") if "=" in p)
-    return {"rank": a["rank"], "proc": a["proc"], "state": a["state"], "actor_id": a["actor"],
+    return {"rank": a["rank"], "proc": a["proc"], "state": state, "actor_id": a["actor"],
             "label": "", "point": {k: int(v) for k, v in point.items() if v.isdigit()},
             "messages": a["messages"] or 0, "queue_depth": a["queue_depth"] or 0,
             "latency_p50_ms": a["latency_p50_ms"], "last_method": a["last_method"],

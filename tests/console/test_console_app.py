@@ -96,3 +96,43 @@ def test_attach_drives_a_session_until_it_ends_or_detaches():
     assert not attach(client, dict(session, id=4), io.StringIO("detach\n"), out)
     assert "trainers[1] stays paused" in out.getvalue()
     assert not attach(client, dict(session, id=5), io.StringIO(""), io.StringIO())
+
+
+async def test_the_console_says_its_job_ended_and_opens_its_history(tmp_path, monkeypatch):
+    """The screen froze on `health ok` under an error banner when its job ended: it says the
+    job ended (first, where no long line pushes it off), refuses actions, and `H` opens the
+    job's history read-only, where no actor of the ended job shows running."""
+    from demojob import DemoJob
+    from monarch.console._confirm import ConfirmScreen
+
+    monkeypatch.setenv("MONARCH_HISTORY", "1")
+    job = DemoJob(tmp_path, "--run-for", "8")
+    monkeypatch.setenv("MONARCH_RUN_DIR", str(job.run_dir))  # where the app finds the history
+    shown: list[str] = []
+    try:
+        job.wait_ready()
+        app = MonarchTop(job.client, refresh=0.3)
+        notify = app.notify
+        app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
+            shown.append(str(message)), notify(message, *args, **kwargs))[1]
+        async with app.run_test(size=(150, 40), notifications=True) as pilot:
+            await wait_for(pilot, lambda: "ENDED (finished)" in screen_text(app), 90,
+                           "the job's end to show")
+            assert "press H for its history" in screen_text(app).splitlines()[0] + \
+                screen_text(app)
+            await select(pilot, "trainers")
+            await pilot.press("k")  # an ended job's console kills nothing, asks nothing
+            await wait_for(pilot, lambda: any("read-only" in m for m in shown))
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("H")
+            await wait_for(pilot, lambda: "read-only: the history of an ended job"
+                           in screen_text(app), 60, "the history view")
+            actors = wait_for(pilot, lambda: [
+                a for m in (app.snapshot.topology or {}).get("meshes", [])
+                for a in m["actors"] if m["name"] == "trainers"], 30, "the history's actors")
+            assert {a["state"] for a in await actors} <= {"stopped", "failed"}
+            trainers = next(m for m in app.snapshot.topology["meshes"]
+                            if m["name"] == "trainers")
+            assert trainers["extent"]["labels"] and trainers["extent"]["sizes"]
+    finally:
+        job.stop()
