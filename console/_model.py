@@ -167,9 +167,12 @@ class _TreeBuilder:
         at, is_open = len(self.rows), self._open(key, "host", len(groups))
         kids = [self._procs(host, g, [p for p in procs if p["procs"] == g], is_open)
                 for g in groups]
+        # the header counts the job's procs: the controller is named apart, not counted in
+        controller = any(p["proc"] == "controller" for p in procs)
+        note = f"{len(procs) - controller} procs" + (" + controller" if controller else "")
         row = Row(key, "host", 1, host.get("hostname") or host["id"],
                   _worst(k.state for k in kids) if kids else RUNNING, host["id"], bool(groups),
-                  is_open, _sum(k.rate for k in kids), note=f"{len(procs)} procs")
+                  is_open, _sum(k.rate for k in kids), note=note)
         self.rows.insert(at, row)
         return row
 

@@ -555,5 +555,6 @@ def summarize(name: str, result: Any) -> str:
         return f"stopped {len(result.get('stopped', []))} proc(s)" + (
             "" if result.get("done", True) else " (still exiting)")
     if name == "break_next":
-        return f"{result.get('mesh')}[{result.get('rank')}] breaks at its next message"
+        who = result.get("name") or result.get("mesh")  # the name it has everywhere else
+        return f"{who}[{result.get('rank')}] breaks at its next message"
     return f"{name}: done"

@@ -208,8 +208,18 @@ def breakpoint_hook(*args: Any, **kwargs: Any) -> None:
 def run_breaking(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Runs `fn` under a remote pdb that stops at its first line (break at next message)."""
     code = getattr(fn, "__code__", None)
-    session = open_session(getattr(fn, "__name__", "?"), code.co_firstlineno if code else 0)
+    session = open_session(getattr(fn, "__name__", "?"), first_line(code) if code else 0)
     return session.runcall(fn, *args, **kwargs)
+
+
+def first_line(code: Any) -> int:
+    """The line pdb stops at in a call of `code`: its first statement. `co_firstlineno` is
+    the `def` line, or the first decorator's (the console said 95 where pdb stopped at 98)."""
+    import dis
+
+    lines = [line for _, line in dis.findlinestarts(code)
+             if line is not None and line > code.co_firstlineno]
+    return min(lines) if lines else code.co_firstlineno
 
 
 def install() -> None:

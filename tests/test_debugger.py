@@ -84,7 +84,16 @@ def test_break_at_next_message_and_continue_all(procs):
     ctrl = debug_controller()
     (session,) = wait_sessions(ctrl, 1)
     assert session["function"] == "plain"
-    read_until(ctrl, session["id"], "(Pdb) ")
+    text, _ = read_until(ctrl, session["id"], "(Pdb) ")
+    # the line the session lists is the line pdb stops at (the first statement), not the
+    # decorator's line (co_firstlineno): the console said 95 where pdb stopped at 98
+    import inspect
+    import re
+
+    source, start = inspect.getsourcelines(Paused.plain)
+    first = start + next(i for i, line in enumerate(source) if "y = x + self.value" in line)
+    assert session["lineno"] == first
+    assert re.search(rf"\({first}\)plain\(\)", text), text
     assert ctrl.continue_all.call_one().get() == 1
     assert pending.get(timeout=20) == 42
 

@@ -191,7 +191,7 @@ class Actions:
                 raise NotFound(f"no actor {mesh}[{rank}] in this job")
             proc = self._proc_of(record.ranks[rank])
             self.job.runtime.notify(proc.address, "break_next", {"mesh": record.mesh})
-            return {"mesh": record.mesh, "rank": rank, "proc": proc.proc}
+            return {"mesh": record.mesh, "name": record.name, "rank": rank, "proc": proc.proc}
 
         return self.on_loop(run)
 

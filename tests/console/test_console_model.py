@@ -212,3 +212,16 @@ def test_formats():
     assert fmt_duration(65) == "1m05s" and fmt_duration(7300) == "2h01m"
     assert sparkline([0, 1, 2, 4]) == "▁▂▄█" and sparkline([0, 0]) == "▁▁"
     assert len(sparkline(range(100), 30)) == 30
+
+
+def test_the_host_row_counts_procs_as_the_header_does() -> None:
+    """The header said 7 procs where the host row said 8 (it counted the controller)."""
+    from fakeclient import FakeClient
+
+    from monarch.console import _model as model
+
+    client = FakeClient()
+    snap = model.Snapshot(job=client.job(), topology=client.topology())
+    (host,) = [r for r in model.build_rows(snap) if r.kind == "host"]
+    procs = snap.job["counts"]["procs"] - 1  # the fake counts the controller in; the job not
+    assert host.note == f"{procs} procs + controller"
