@@ -103,6 +103,8 @@ def stats_handler(runtime: ProcessRuntime) -> Any:
                 "denied_peers": inbox.denied_peers,
                 "failed_handshakes": inbox.failed_handshakes,
                 "internal_errors": runtime.internal_errors, "pid": os.getpid(),
+                "duplicates": runtime.reorder.duplicates,
+                "overflow": runtime.reorder.overflow,
                 "io_asleep": runtime.leadership.io_asleep,
                 "actors": {mesh: {"state": slot.state, "handled": slot.handled,
                                   "queued": slot.queue_depth()}

@@ -8,6 +8,7 @@ cast went through a tree of forwarding procs and the direct call did not.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, Callable, Hashable, Sequence
 
@@ -65,6 +66,13 @@ class Numbering:
             return stream[0] + offset
 
 
+MAX_HELD = 65_536
+"""Messages held per stream waiting for a predecessor (a bound, not a flow control: one
+sender's calls are numbered in send order and arrive nearly in it)."""
+MAX_SKIPPED = 4096
+"""Numbers remembered per stream as skipped by `Reorder.release_gaps`."""
+
+
 class Reorder:
     """Receiver side: holds messages that arrive ahead of their turn. I/O thread only."""
 
@@ -73,11 +81,18 @@ class Reorder:
         self._expected: dict[Hashable, int] = {}
         # stream -> {seq: item} for items that arrived early.
         self._held: dict[Hashable, dict[int, Any]] = {}
+        # stream -> numbers `release_gaps` skipped: one arriving later is late, not a replay
+        self._skipped: dict[Hashable, set[int]] = {}
         self.late = 0
         """Messages that arrived after a gap was released (delivered, out of order)."""
+        self.duplicates = 0
+        """Messages whose number was delivered already (a replay): dropped."""
+        self.overflow = 0
+        """Messages too far ahead of their turn (past `MAX_HELD` held): dropped."""
 
     def push(self, stream: Hashable, seq: int, item: Any) -> None:
-        """Delivers `item` now if it is next in `stream`, with any held successors; else holds."""
+        """Delivers `item` now if it is next in `stream`, with any held successors; else holds
+        it. A number delivered already is a replay: dropped and counted, never run twice."""
         expected = self._expected.get(stream, 0)
         if seq == expected:
             self._deliver(item)
@@ -91,10 +106,18 @@ class Reorder:
                     del self._held[stream]
             self._expected[stream] = expected
         elif seq > expected:
-            self._held.setdefault(stream, {})[seq] = item
-        else:
+            held = self._held.setdefault(stream, {})
+            if seq in held or len(held) >= MAX_HELD:
+                self.duplicates += seq in held
+                self.overflow += seq not in held
+                return
+            held[seq] = item
+        elif seq in self._skipped.get(stream, ()):
+            self._skipped[stream].discard(seq)
             self.late += 1
             self._deliver(item)
+        else:
+            self.duplicates += 1
 
     def held_count(self) -> int:
         """How many messages wait for a predecessor."""
@@ -107,7 +130,11 @@ class Reorder:
         stream forever.
         """
         for stream, held in list(self._held.items()):
+            skipped = self._skipped.setdefault(stream, set())
             for seq in sorted(held):
+                expected = self._expected.get(stream, 0)
+                skipped.update(itertools.islice(range(expected, seq),
+                                                max(MAX_SKIPPED - len(skipped), 0)))
                 self._deliver(held[seq])
                 self._expected[stream] = seq + 1
         self._held.clear()
@@ -118,3 +145,5 @@ class Reorder:
             del self._expected[stream]
         for stream in [s for s in self._held if predicate(s)]:
             del self._held[stream]
+        for stream in [s for s in self._skipped if predicate(s)]:
+            del self._skipped[stream]

@@ -79,3 +79,29 @@ def test_release_gaps_after_a_death_and_late_arrivals():
     reorder.push("s", 5, 5)
     reorder.push("s", 0, 0)  # lost-and-found: delivered, counted as late
     assert out == [2, 4, 5, 0] and reorder.late == 1
+
+
+def test_a_replayed_number_is_dropped_and_counted_never_run_twice():
+    out: list[str] = []
+    reorder = Reorder(out.append)
+    for seq in range(3):
+        reorder.push("s", seq, f"m{seq}")
+    reorder.push("s", 1, "replay of m1")  # delivered already
+    reorder.push("s", 5, "m5")
+    reorder.push("s", 5, "replay of m5")  # held already
+    assert out == ["m0", "m1", "m2"] and reorder.duplicates == 2
+    reorder.release_gaps()  # 3 and 4 are skipped: arriving later, they are late, not replays
+    reorder.push("s", 3, "m3")
+    reorder.push("s", 3, "m3 again")
+    assert out == ["m0", "m1", "m2", "m5", "m3"] and reorder.late == 1
+    assert reorder.duplicates == 3
+
+
+def test_held_messages_are_bounded(monkeypatch):
+    from monarch import _ordering
+
+    monkeypatch.setattr(_ordering, "MAX_HELD", 3)
+    reorder = Reorder(lambda item: None)
+    for seq in range(1, 10):  # 0 never comes: a sender far ahead of its turn, or a forger
+        reorder.push("s", seq, seq)
+    assert reorder.held_count() == 3 and reorder.overflow == 6
