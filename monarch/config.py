@@ -1,9 +1,9 @@
 """Runtime knobs: `configure(**kwargs)` and the `configured(**kwargs)` context manager.
 
 Keys are Monarch's names. Every key listed in `KEYS` acts (what each does is its description);
-a Monarch key that tunes a piece of its Rust runtime with no counterpart here (`REFUSED`) is a
-ValueError that says so, and so is any other unknown key, so no setting is silently
-ignored. Values are checked against the key's kind: durations take humantime strings
+a Monarch key that tunes a piece of its Rust runtime with no counterpart here (`RUST_ONLY`) is
+accepted, so a Monarch script runs unchanged, with one warning per key that names it; any
+other key is a ValueError, so no setting is silently ignored. Values are checked against the key's kind: durations take humantime strings
 ("250ms", "1m 30s"), not bare numbers.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import warnings
 from typing import Any, Callable, Iterator
 
 
@@ -80,7 +81,7 @@ KEYS: dict[str, Key] = {
 }
 """Every knob this runtime acts on, with its default."""
 
-REFUSED = frozenset({
+RUST_ONLY = frozenset({
     "message_ack_time_interval", "message_ack_every_n_messages", "message_ttl_default",
     "split_max_buffer_size", "split_max_buffer_age", "channel_net_rx_buffer_full_check_interval",
     "channel_tcp_congestion", "default_encoding", "enable_dest_actor_reordering_buffer",
@@ -92,8 +93,11 @@ REFUSED = frozenset({
     "shared_asyncio_runtime", "remote_allocator_heartbeat_interval", "mesh_admin_addr",
 })
 """Monarch keys that tune its Rust runtime (hyperactor's channels, acks, encodings,
-watchdogs, allocators, admin agent): they have no counterpart here, so setting one is an error
-rather than a silent no-op."""
+watchdogs, allocators, admin agent): they have no counterpart here. Setting one is accepted
+(kept, and `configured` restores it) with one `UserWarning` per key that names it, never
+silently, never a crash of a Monarch script."""
+
+_warned: set[str] = set()  # RUST_ONLY keys already warned about
 
 _values: dict[str, Any] = {}
 
@@ -107,8 +111,7 @@ def configure(**kwargs: Any) -> None:
 
     Raises:
         TypeError: a value of the wrong kind (or a malformed duration).
-        ValueError: an unknown key, a Monarch key with no counterpart here (`REFUSED`), or a
-            bad value.
+        ValueError: an unknown key or a bad value.
     """
     checked = {key: _check(key, value) for key, value in kwargs.items()}
     _values.update(checked)
@@ -117,10 +120,13 @@ def configure(**kwargs: Any) -> None:
 def _check(key: str, value: Any) -> Any:
     spec = KEYS.get(key)
     if spec is None:
-        if key in REFUSED:
-            raise ValueError(f"configure({key}=...): {key} tunes Monarch's Rust runtime "
-                             "(hyperactor), which this runtime does not have; nothing here "
-                             "would act on it")
+        if key in RUST_ONLY:
+            if key not in _warned:
+                _warned.add(key)
+                warnings.warn(f"monarch.config: {key} tunes Monarch's Rust runtime "
+                              "(hyperactor), which pymonarch does not have: accepted, and it "
+                              "changes nothing here", UserWarning, stacklevel=4)
+            return value
         raise ValueError(f"configure() got an unknown key '{key}' (known: "
                          f"{', '.join(sorted(KEYS))})")
     return _CHECKS[spec.kind](key, value)
@@ -192,7 +198,7 @@ def configured(**overrides: Any) -> Iterator[dict[str, Any]]:
 
 def get(key: str) -> Any:
     """The current value of a knob."""
-    return _values.get(key, KEYS[key].default)
+    return _values.get(key, KEYS[key].default if key in KEYS else None)
 
 
 def seconds(key: str) -> float:
@@ -245,8 +251,10 @@ def format_duration(seconds: float) -> str:
 
 
 def get_runtime_config() -> dict[str, Any]:
-    """Every knob, as set in this process or its default."""
-    return {key: get(key) for key in KEYS}
+    """Every knob, as set in this process or its default, and the Rust-only keys set (kept,
+    acting on nothing)."""
+    return {**{key: get(key) for key in KEYS},
+            **{key: value for key, value in _values.items() if key in RUST_ONLY}}
 
 
 def get_global_config() -> dict[str, Any]:

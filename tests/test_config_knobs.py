@@ -21,8 +21,21 @@ pytestmark = pytest.mark.timeout(120)
 def test_unknown_refused_and_mistyped_keys():
     with pytest.raises(ValueError, match="unknown key 'no_such_knob'"):
         configure(no_such_knob=1)
-    with pytest.raises(ValueError, match="message_ack_time_interval tunes Monarch's Rust"):
-        configure(message_ack_time_interval="1s")
+    import warnings
+
+    from monarch import config
+
+    config._warned.discard("message_ack_time_interval")
+    # a key of Monarch's Rust runtime: a Monarch script keeps running, told once
+    with pytest.warns(UserWarning, match="message_ack_time_interval tunes Monarch's Rust "
+                                         "runtime.*accepted, and it changes nothing here"):
+        with configured(message_ack_time_interval="1s", split_max_buffer_size=5):
+            assert config.get_runtime_config()["message_ack_time_interval"] == "1s"
+    assert "message_ack_time_interval" not in config.get_runtime_config()  # restored
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second time: no warning
+        with configured(message_ack_time_interval="2s"):
+            pass
     with pytest.raises(TypeError, match="duration string"):
         configure(process_exit_timeout=30)
     for bad in ("thirty", "30", "abc123", "1x"):  # a duration needs its unit
