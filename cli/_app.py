@@ -60,7 +60,8 @@ def reflow(doc: str | None) -> str | None:
         return doc
     import inspect
 
-    paragraphs, current = [], []
+    paragraphs: list[str] = []
+    current: list[str] = []
     for line in inspect.cleandoc(doc).splitlines() + [""]:
         keep = line.startswith((" ", "-", "*", "$")) or not line.strip()
         if keep and current:

@@ -18,6 +18,7 @@ telemetry never breaks the actor.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 SUFFIXES = (".tlog0", ".tlog1")
@@ -52,7 +53,7 @@ class CrashLog:
         if self._sizes[active] >= MAX_FILE_BYTES:
             return
         try:
-            data = _packb([kind, fields], use_bin_type=True, default=str)
+            data = _packb([kind, fields], use_bin_type=True, default=_plain)
             os.write(self._fds[active], data)
         except Exception:  # noqa: BLE001 - a closed file, a full disk, an odd value
             return
@@ -81,6 +82,16 @@ class CrashLog:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
+
+
+def _plain(value: Any) -> Any:
+    """What msgpack cannot pack as it is: a mapping (the actor tags are a read-only view) as
+    a dict, any other sequence as a list, anything else as its text."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
 
 
 def recover(stem: str, remove: bool = True) -> tuple[list[Any], list[Any]]:
@@ -112,7 +123,8 @@ def _take(item: Any, logs: dict[Any, Any], spans: dict[Any, Any]) -> None:
     if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], list)):
         return
     kind, fields = item
-    if kind == "log" and len(fields) >= 7:
+    if (kind == "log" and len(fields) >= 7 and type(fields[0]) is int
+            and type(fields[4]) is str and isinstance(fields[5], dict)):
         logs[(fields[0], fields[4])] = fields  # (hlc, text)
     elif kind == "span" and len(fields) >= 8 and isinstance(fields[1], bytes):
         spans[fields[1]] = fields  # span id

@@ -49,9 +49,13 @@ def test_crash_files_hold_what_was_not_shipped_and_each_record_once(tmp_path: An
     from monarch.telemetry import Recorder
     from monarch.telemetry._recorder import recovered_batch
 
+    from types import MappingProxyType
+
     recorder = Recorder()
     recorder.keep_for_crash(str(tmp_path / "p-0"))
-    line = lambda i: (i, i, "stdout", 20, f"line {i}", {"rank": 0}, None)  # noqa: E731
+    # tags as the capture has them: a read-only mapping (msgpack packs no such thing as is)
+    line = lambda i: (i, i, "stdout", 20, f"line {i}",  # noqa: E731
+                      MappingProxyType({"rank": 0}), None)
     for i in range(3):
         recorder.add_log(line(i))
     assert recorder.drain() is not None  # shipped 0-2: still on file until the next turn
@@ -65,6 +69,7 @@ def test_crash_files_hold_what_was_not_shipped_and_each_record_once(tmp_path: An
     assert batch is not None and batch[1]["recovered"] is True
     texts = sorted(wire[4] for wire in batch[3])
     assert texts == [f"line {i}" for i in range(3, 7)]  # what was not shipped, and the last
+    assert all(wire[5] == {**resource, "rank": 0} for wire in batch[3])
     assert not list(tmp_path.iterdir())  # read once, removed
     assert recovered_batch(str(tmp_path / "p-0"), resource) is None
 

@@ -138,7 +138,8 @@ def test_geometry_returns_meshes_over_the_same_values():
 
 @pytest.mark.parametrize("call, error, text", [
     (lambda m: m.slice(foo=1), TypeError, "Shape does not have dimension labeled 'foo'"),
-    (lambda m: m.slice(gpus=4), IndexError, "index out of range"),
+    (lambda m: m.slice(gpus=4), IndexError,
+     "index out of range: gpus=4, and gpus has size 4 (0 to 3)"),
     (lambda m: m.slice(gpus=slice(5, 9)), ValueError,
      "out of range 4:4:1 for dimension gpus of size 4"),
     (lambda m: m.slice(gpus=0).flatten("r"), ValueError,

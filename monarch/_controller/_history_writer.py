@@ -193,7 +193,8 @@ class Watcher:
         """Starts the thread (and the history, if on, bounded by ``max_bytes``)."""
         if history:
             try:
-                prune(*getattr(self.job, "prune_limits", (None, None)), spare=self.job.job_id)
+                days, total_mb = getattr(self.job, "prune_limits", (None, None))
+                prune(days, total_mb, spare=self.job.job_id)
                 self.history = HistoryWriter(self.job, history_dir(self.job.job_id), max_bytes)
             except OSError as exc:
                 print(f"monarch: no job history: {exc}", file=sys.stderr)

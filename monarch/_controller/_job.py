@@ -196,12 +196,17 @@ class Job:
     def _local_proc_exited(self, pid: int, status: int) -> None:
         """A proc of this host ended (I/O thread): what it had not shipped first, if it died."""
         proc = self.supervisor.by_pid.get(pid)
-        if status != 0 and proc is not None:
-            batch = recovered_batch(str(_instrument.crash_stem(self.run_dir, proc)), {
-                "host": self.hostname, "proc": proc, "pid": pid, "job": self.job_id})
-            if batch is not None:
-                self._ingest_when_idle(batch)
-        self.supervisor.proc_exited(pid, status)
+        try:
+            if status != 0 and proc is not None:
+                batch = recovered_batch(str(_instrument.crash_stem(self.run_dir, proc)), {
+                    "host": self.hostname, "proc": proc, "pid": pid, "job": self.job_id})
+                if batch is not None:
+                    self._ingest_when_idle(batch)
+        except Exception as exc:  # noqa: BLE001 - what was lost stays lost; the exit counts
+            print(f"monarch: the records of dead proc {proc} not recovered: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            self.supervisor.proc_exited(pid, status)
 
     def _ingest_when_idle(self, batch: Any) -> None:
         """Ingests what a dead proc's crash files held once the inbox was seen empty (I/O

@@ -178,11 +178,15 @@ class Worker:
         link = self.controllers.get(address)
         if link is not None:
             link.pids.discard(pid)
-            batch = None if status == 0 or stem is None else recovered_batch(
-                str(stem), {"host": self.hostname, "proc": proc, "pid": pid, "job": job})
-            if batch is not None:  # what it had not shipped: before its exit, on one link
-                self.runtime.outbox.send(address, Notice(RECOVERED_NOTICE, {
-                    "proc": proc, "batch": encode_batch(batch)}), block=False)
+            try:
+                batch = None if status == 0 or stem is None else recovered_batch(
+                    str(stem), {"host": self.hostname, "proc": proc, "pid": pid, "job": job})
+                if batch is not None:  # what it had not shipped: before its exit, one link
+                    self.runtime.outbox.send(address, Notice(RECOVERED_NOTICE, {
+                        "proc": proc, "batch": encode_batch(batch)}), block=False)
+            except Exception as exc:  # noqa: BLE001 - the exit is reported all the same
+                print(f"monarch worker: the records of dead proc {proc} not recovered: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             self.runtime.outbox.send(address, ProcExited(proc, pid, status, self.hostname),
                                      block=False)
 

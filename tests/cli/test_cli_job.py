@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -206,9 +207,9 @@ def test_job_end_removes_the_discovery_file(job):
 def test_with_two_jobs_running_a_command_says_which_it_acts_on(job, helpers):
     """`monarch status` silently picked the newest of two running scripts: it still does,
     and says so, naming the other and how to pick."""
-    from conftest import RunningJob
-
-    other = RunningJob(job.run_dir)  # newer than `job`
+    run_dir = tempfile.mkdtemp(prefix="mtwo")
+    job = type(job)(run_dir)  # two jobs of their own (the module's may have ended)
+    other = type(job)(run_dir)  # the newer
     try:
         out = job.monarch("status", "--json")
         assert out.returncode == 0
@@ -221,3 +222,5 @@ def test_with_two_jobs_running_a_command_says_which_it_acts_on(job, helpers):
         assert helpers.json_out(picked)["job"]["job_id"] == job.job_id
     finally:
         other.stop()
+        job.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
