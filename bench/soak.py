@@ -228,16 +228,32 @@ def run(args: argparse.Namespace) -> int:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=run_dir,
         start_new_session=True)
     watch.controller = child.pid
-    summary: dict[str, Any] = {}
-    job: dict[str, Any] = {}
     timer = threading.Timer(args.minutes * 60 + 240, lambda: os.killpg(child.pid,
                                                                      signal.SIGKILL))
     timer.start()
+    try:
+        return _watch(args, run_dir, watch, child, timer)
+    finally:  # whatever happened here, nothing of the job outlives this harness
+        for pid, _ in ours(run_dir):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _watch(args: argparse.Namespace, run_dir: str, watch: Watch, child: Any,
+           timer: threading.Timer) -> int:
+    summary: dict[str, Any] = {}
+    job: dict[str, Any] = {}
     assert child.stdout is not None
     for line in child.stdout:
         if not line.startswith("{"):
             continue  # the actors' own lines (the job's stdout)
-        item = json.loads(line)
+        try:
+            item = json.loads(line)
+        except ValueError:  # not one of the job's lines after all
+            continue
         if "job" in item:
             job = item["job"]
             watch.survivor = job.get("survivor")
@@ -262,7 +278,6 @@ def run(args: argparse.Namespace) -> int:
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
-    shutil.rmtree(run_dir, ignore_errors=True)
     return 1 if failed else 0
 
 

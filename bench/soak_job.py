@@ -56,7 +56,10 @@ def _last_line(exc: BaseException) -> str:
 
 
 def emit(**item: Any) -> None:
-    print(json.dumps(item), flush=True)
+    """One JSON line, in one write: the procs' lines share this stdout, and print() writes
+    its text and its newline apart."""
+    sys.stdout.write(json.dumps(item) + "\n")
+    sys.stdout.flush()
 
 
 class Counter(Actor):

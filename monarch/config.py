@@ -81,20 +81,47 @@ KEYS: dict[str, Key] = {
 }
 """Every knob this runtime acts on, with its default."""
 
-RUST_ONLY = frozenset({
-    "message_ack_time_interval", "message_ack_every_n_messages", "message_ttl_default",
-    "split_max_buffer_size", "split_max_buffer_age", "channel_net_rx_buffer_full_check_interval",
-    "channel_tcp_congestion", "default_encoding", "enable_dest_actor_reordering_buffer",
-    "small_write_threshold", "max_cast_dimension_size", "remote_alloc_bind_to_inaddr_any",
-    "remote_alloc_bootstrap_addr", "remote_alloc_allowed_port_range", "read_log_buffer",
-    "force_file_log", "get_actor_state_max_idle", "get_proc_state_max_idle",
-    "supervision_watchdog_timeout", "proc_stop_max_idle", "mesh_terminate_concurrency",
-    "message_latency_sampling_rate", "cleanup_timeout", "actor_queue_dispatch",
-    "shared_asyncio_runtime", "remote_allocator_heartbeat_interval", "mesh_admin_addr",
-})
+_INERT = ("a knob of Monarch's Rust runtime (hyperactor): accepted and kept so a Monarch "
+          "script runs unchanged, with one warning; nothing here acts on it")
+
+RUST_ONLY: dict[str, Key] = {name: Key(default, kind, _INERT) for name, default, kind in (
+    ("message_ack_time_interval", "500ms", "duration"),
+    ("message_ack_every_n_messages", 1000, "int"),
+    ("message_ttl_default", 64, "int"),
+    ("split_max_buffer_size", 5, "int"),
+    ("split_max_buffer_age", "50ms", "duration"),
+    ("channel_net_rx_buffer_full_check_interval", "5s", "duration"),
+    ("channel_tcp_congestion", "", "str"),
+    ("default_encoding", None, "any"),
+    ("enable_dest_actor_reordering_buffer", True, "bool"),
+    ("small_write_threshold", 256, "int"),
+    ("max_cast_dimension_size", 16, "int"),
+    ("remote_alloc_bind_to_inaddr_any", False, "bool"),
+    ("remote_alloc_bootstrap_addr", None, "any"),
+    ("remote_alloc_allowed_port_range", None, "any"),
+    ("read_log_buffer", 100, "int"),
+    ("force_file_log", False, "bool"),
+    ("get_actor_state_max_idle", "30s", "duration"),
+    ("get_proc_state_max_idle", "1m", "duration"),
+    ("supervision_watchdog_timeout", "2m", "duration"),
+    ("proc_stop_max_idle", "30s", "duration"),
+    ("mesh_terminate_concurrency", 16, "int"),
+    ("message_latency_sampling_rate", 0.01, "float"),
+    ("cleanup_timeout", "3s", "duration"),
+    ("actor_queue_dispatch", None, "any"),
+    ("shared_asyncio_runtime", None, "any"),
+    ("remote_allocator_heartbeat_interval", None, "any"),
+    ("mesh_admin_addr", "[::]:1729", "str"),
+    ("pyspy_bin", "", "str"),
+    ("rdma_ibverbs_target", "", "str"),
+    ("rdma_max_nics_per_buffer", None, "any"),
+    ("rdma_peer_device_affinity", "", "str"),
+    ("rdma_runtime_worker_threads", 4, "int"),
+)}
 """Monarch keys that tune its Rust runtime (hyperactor's channels, acks, encodings,
-watchdogs, allocators, admin agent): they have no counterpart here. Setting one is accepted
-(kept, and `configured` restores it) with one `UserWarning` per key that names it, never
+watchdogs, allocators, admin agent, ibverbs): they have no counterpart here. Setting one is
+accepted, checked against its kind and kept (`configured` restores it, `get_global_config`
+lists it with Monarch's default), with one `UserWarning` per key that names it: never
 silently, never a crash of a Monarch script."""
 
 _warned: set[str] = set()  # RUST_ONLY keys already warned about
@@ -119,14 +146,14 @@ def configure(**kwargs: Any) -> None:
 
 def _check(key: str, value: Any) -> Any:
     spec = KEYS.get(key)
+    if spec is None and key in RUST_ONLY:
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn(f"monarch.config: {key} tunes Monarch's Rust runtime "
+                          "(hyperactor), which pymonarch does not have: accepted, and it "
+                          "changes nothing here", UserWarning, stacklevel=4)
+        spec = RUST_ONLY[key]
     if spec is None:
-        if key in RUST_ONLY:
-            if key not in _warned:
-                _warned.add(key)
-                warnings.warn(f"monarch.config: {key} tunes Monarch's Rust runtime "
-                              "(hyperactor), which pymonarch does not have: accepted, and it "
-                              "changes nothing here", UserWarning, stacklevel=4)
-            return value
         raise ValueError(f"configure() got an unknown key '{key}' (known: "
                          f"{', '.join(sorted(KEYS))})")
     return _CHECKS[spec.kind](key, value)
@@ -156,6 +183,12 @@ def _fanout(key: str, value: Any) -> int:
     return value
 
 
+def _float(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{key} takes a float, not {type(value).__name__}")
+    return float(value)
+
+
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{key} takes a bool, not {type(value).__name__}")
@@ -180,7 +213,7 @@ def _transport(key: str, value: Any) -> str:
 
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "duration": _duration, "int": _int, "bool": _bool, "str": _str, "transport": _transport,
-    "fanout": _fanout,
+    "fanout": _fanout, "float": _float, "any": lambda key, value: value,
 }
 
 
@@ -198,7 +231,8 @@ def configured(**overrides: Any) -> Iterator[dict[str, Any]]:
 
 def get(key: str) -> Any:
     """The current value of a knob."""
-    return _values.get(key, KEYS[key].default if key in KEYS else None)
+    spec = KEYS.get(key) or RUST_ONLY.get(key)
+    return _values.get(key, spec.default if spec is not None else None)
 
 
 def seconds(key: str) -> float:
@@ -251,10 +285,9 @@ def format_duration(seconds: float) -> str:
 
 
 def get_runtime_config() -> dict[str, Any]:
-    """Every knob, as set in this process or its default, and the Rust-only keys set (kept,
+    """Every knob, as set in this process or its default, the Rust-only ones too (kept,
     acting on nothing)."""
-    return {**{key: get(key) for key in KEYS},
-            **{key: value for key, value in _values.items() if key in RUST_ONLY}}
+    return {key: get(key) for key in (*KEYS, *RUST_ONLY)}
 
 
 def get_global_config() -> dict[str, Any]:
