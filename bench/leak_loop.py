@@ -18,13 +18,15 @@ from monarch.actor import Actor, current_rank, endpoint, this_host
 
 
 class Worker(Actor):
-    def __init__(self) -> None:
-        self.n = 0
+    """Answers the size of its argument; prints a line every `every` of its calls."""
+
+    def __init__(self, every: int = 50) -> None:
+        self.n, self.every = 0, every
 
     @endpoint
     def step(self, data: bytes) -> int:
         self.n += 1
-        if self.n % 50 == 0:
+        if self.n % self.every == 0:
             print(f"rank {current_rank().rank} step {self.n}", flush=True)
         return len(data)
 

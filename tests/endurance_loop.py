@@ -10,31 +10,17 @@ from __future__ import annotations
 import json
 import sys
 
-from monarch import admin
-from monarch.actor import Actor, current_rank, endpoint, this_host
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from leak_loop import Worker, rss_mb  # noqa: E402 - the loop of the issue, printing more
+
+from monarch import admin  # noqa: E402
+from monarch.actor import this_host  # noqa: E402
 
 SAMPLE_CALLS = 8192  # actor invocations between samples
 AFTER_FULL = 24  # samples taken once every bound is full
-
-
-class Worker(Actor):
-    def __init__(self) -> None:
-        self.n = 0
-
-    @endpoint
-    def step(self, data: bytes) -> int:
-        self.n += 1
-        if self.n % 10 == 0:
-            print(f"rank {current_rank().rank} step {self.n}")
-        return len(data)
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def full(stats: dict) -> bool:
@@ -44,7 +30,7 @@ def full(stats: dict) -> bool:
 
 def main() -> None:
     procs = this_host().spawn_procs(per_host={"gpus": 8})
-    meshes = [procs.spawn(f"w{i}", Worker) for i in range(4)]
+    meshes = [procs.spawn(f"w{i}", Worker, 10) for i in range(4)]
     client = admin.connect()
     data = b"x" * 4096
     calls = lines = 0

@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from waiting import wait_until
 
+from test_garbage import push
+
 from monarch._identity import current_process
 from monarch._wire._lane import lane_path
 from monarch._wire._messages import VERSION, Call, encode
@@ -47,13 +49,8 @@ class Tally(Actor):
 
 
 def _push(ctx: zmq.Context, address: str, password: bytes | None) -> zmq.Socket:
-    sock = ctx.socket(zmq.PUSH)
-    sock.linger = 0
+    sock = push(ctx, address, password)
     sock.sndtimeo = 5000
-    if password is not None:
-        sock.plain_username = b"monarch"
-        sock.plain_password = password
-    sock.connect(address)
     return sock
 
 
