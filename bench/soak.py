@@ -52,6 +52,8 @@ def proc_stat(pid: int) -> dict[str, float] | None:
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+    if "VmRSS" not in status:  # a zombie: gone but not yet reaped
+        return None
     return {"rss_mb": int(status["VmRSS"].split()[0]) / 1024, "fds": fds,
             "threads": int(status["Threads"])}
 
@@ -98,15 +100,21 @@ class Watch:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            sample: dict[str, Any] = {"t": round(time.monotonic() - self._started, 1)}
-            for name, pid in (("controller", self.controller), ("survivor", self.survivor)):
-                stat = proc_stat(pid) if pid else None
-                if stat:
-                    sample[name] = stat
-            workers = {pid: proc_stat(pid) for pid, cmd in ours(self.run_dir)
-                       if "monarch._host.worker" in cmd}
-            sample["workers"] = {str(pid): s for pid, s in workers.items() if s}
-            self.samples.append(sample)
+            try:
+                self._sample()
+            except Exception as exc:  # noqa: BLE001 - a sample lost, never the whole series
+                print(f"soak: a sample failed: {type(exc).__name__}: {exc}", flush=True)
+
+    def _sample(self) -> None:
+        sample: dict[str, Any] = {"t": round(time.monotonic() - self._started, 1)}
+        for name, pid in (("controller", self.controller), ("survivor", self.survivor)):
+            stat = proc_stat(pid) if pid else None
+            if stat:
+                sample[name] = stat
+        workers = {pid: proc_stat(pid) for pid, cmd in ours(self.run_dir)
+                   if "monarch._host.worker" in cmd}
+        sample["workers"] = {str(pid): s for pid, s in workers.items() if s}
+        self.samples.append(sample)
 
 
 def slope_per_10min(points: list[tuple[float, float]]) -> float:
