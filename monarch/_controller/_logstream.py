@@ -53,6 +53,11 @@ class _Mesh:
     window_start: float | None = None
 
 
+MAX_WINDOW_LINES = 100_000
+"""Lines an aggregation window holds at most: a window that fills is printed at once (a mesh
+writing 100k lines a second must not hold 300k in a 3 s window)."""
+
+
 class LogStreamer:
     """Streams the lines of proc meshes to this process's terminal (see the module doc)."""
 
@@ -154,6 +159,7 @@ class LogStreamer:
     def _take(self, records: list[Any]) -> None:
         now = time.monotonic()
         immediate: list[Any] = []
+        full: list[list[Any]] = []
         with self._lock:
             for record in records:
                 procs, rank = _proc_of(record)
@@ -173,8 +179,13 @@ class LogStreamer:
                     if mesh.window_start is None:  # a window opens at its first line's source
                         mesh.window_start = now - max(0.0, time.time() - record.wall_ns / 1e9)
                     mesh.pending.append(record)
+                    if len(mesh.pending) >= MAX_WINDOW_LINES:  # printed now: bounded memory
+                        full.append(mesh.pending)
+                        mesh.pending, mesh.window_start = [], None
         for record, line in immediate:
             _write(record, line)
+        for lines in full:
+            self._print_window(lines)
 
     def _flush_due(self) -> None:
         now = time.monotonic()
