@@ -102,3 +102,24 @@ def test_forwarded_lines_follow_the_clients_stdout(tmp_path):
     stdout, _ = run(tmp_path, "raw")
     assert "REDIRECTED 2" in stdout  # one line per proc, in the file
     assert "hello raw" not in stdout.replace("REDIRECTED", "")
+
+
+def test_an_aggregation_window_that_fills_is_printed_at_once(tmp_path, monkeypatch, capsys):
+    """A window holds at most MAX_WINDOW_LINES lines (a mesh writing fast must not keep
+    seconds of lines in memory): the one that fills is printed then, folded."""
+    import time as _time
+
+    from monarch import telemetry
+    from monarch._controller import _logstream
+
+    monkeypatch.setattr(_logstream, "MAX_WINDOW_LINES", 10)
+    streamer = _logstream.LogStreamer(telemetry.Store(), tmp_path)
+    streamer.add_mesh("pm", forwarding=True, capture=False)
+    streamer._meshes["pm"].mode = _logstream.Mode(stream=True, window=3600.0)
+    now = _time.time_ns()
+    records = [telemetry.LogRecord(now + i, now + i, "stdout", 20, "same line",
+                                   {"proc": f"pm-{i % 2}", "rank": i % 2}) for i in range(25)]
+    streamer._take(records)
+    out = capsys.readouterr().out
+    assert out.count("[10 similar log lines]") == 2  # two windows filled; 5 lines still held
+    assert len(streamer._meshes["pm"].pending) == 5
