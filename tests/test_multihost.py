@@ -207,6 +207,10 @@ def test_a_worker_paused_past_the_heartbeat_is_lost_and_its_procs_end(workers, f
     try:
         failure = fault_log.wait_for(lambda f: f.name == "paused", timeout=30)
         assert "was lost: no heartbeat" in failure.report()
+        from monarch import _process
+
+        outbox = _process.current().outbox  # the lost host's socket is closed, not kept
+        wait_until(lambda: addresses[0] not in outbox._links, "the lost host's link to go")
     finally:
         children[0].send_signal(signal.SIGCONT)
     wait_gone(pid)  # its procs end themselves

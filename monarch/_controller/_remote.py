@@ -152,6 +152,11 @@ class Workers:
                 "do they share this job's worker secret (MONARCH_WORKER_SECRET, or "
                 "ca='trust_all_connections' on both sides)?"))
 
+    def _forget_lost(self) -> None:
+        lost = [address for address, record in self.hosts.items() if record.lost]
+        for address in lost[:max(len(lost) - KEEP_LOST, 0)]:  # oldest first (dict order)
+            del self.hosts[address]
+
     def _tick(self) -> None:
         now = time.monotonic()
         resumed = self._gaps.resumed(now)
@@ -165,11 +170,19 @@ class Workers:
                 self.job.supervisor.lost_host(
                     record.address, f"the host {record.hostname} ({record.address}) was lost: "
                                     f"no heartbeat for {SILENCE_S:.0f} s")
+                # its socket goes (a job that replaces hosts for days kept one per host
+                # lost); a lost worker heard again gets a fresh link for its `lost` notice
+                self.runtime.outbox.forget(record.address)
+                self._forget_lost()
             else:
                 self.runtime.notify(record.address, "heartbeat",
                                     {"controller": self.runtime.address})
         if not self.runtime._closing:
             self.runtime.call_later(HEARTBEAT_S, self._tick)
+
+
+KEEP_LOST = 1024
+"""Records of lost hosts kept (to tell one that comes back it was lost); the oldest go."""
 
 
 def attach_to_workers(workers: list[Any], name: str | None = None,
