@@ -1,19 +1,21 @@
 """The `monarch_dbg>` shell: Monarch's debugger commands over any DebugBackend.
 
-Commands: `help`/`h`; `list`/`l`; `attach`/`a <actor_name> <rank>` (drive that session's pdb;
-`detach` or end-of-input returns, `continue` ends the session); `cast <actor_name>
-ranks(<spec>) <pdb command>` where spec is `1`, `1,4,6`, `start:stop:step` or
-`dim1=1:5:2,dim2=3,dim4=(3,6)`; `continue`/`c` (clear breakpoints and continue every
-session); `quit`/`q` (leave, sessions stay paused). Pure logic: the backend talks to the job.
+Commands (parsed by `_debug_commands`): `help`/`h`; `list`/`l`; `attach`/`a <actor_name> <rank>`
+(drive that session's pdb; `detach` or end-of-input returns, `continue` ends the session);
+`cast <actor_name> ranks(<spec>) <pdb command>` where spec is `1`, `1,4,6`,
+`start:stop:step` or `dim1=1:5:2,dim2=3,dim4=(3,6)`; `continue`/`c` (clear breakpoints and
+continue every session); `quit`/`q` (leave, sessions stay paused). Pure logic: the backend
+talks to the job.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from typing import Any, Callable, Iterable, Protocol, TextIO
+from typing import Any, Iterable, Protocol, TextIO
 
 from ._debug import format_sessions
+from ._debug_commands import (Attach, Cast, Continue, DebugCommandError, Help, ListCommand,
+                              Quit, parse_command, selects)
 
 PROMPT = "monarch_dbg> "
 
@@ -62,52 +64,6 @@ class ControllerBackend:
         return self._ctrl.continue_all.call_one().get(timeout=30)
 
 
-class RankSpecError(ValueError):
-    """A `ranks(...)` selection that does not parse."""
-
-
-def parse_ranks(spec: str) -> Callable[[dict[str, Any]], bool]:
-    """A predicate over session infos for a `ranks(...)` spec (see the module docstring)."""
-    spec = spec.strip()
-    if "=" in spec:
-        tests = [_dim_test(part) for part in _split_top(spec)]
-        return lambda info: all(t(info.get("coords", {})) for t in tests)
-    chosen = _values(spec)
-    return lambda info: info["rank"] in chosen
-
-
-def _split_top(spec: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(spec):
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            parts.append(spec[start:i])
-            start = i + 1
-    parts.append(spec[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _dim_test(part: str) -> Callable[[dict[str, int]], bool]:
-    dim, _, value = part.partition("=")
-    allowed = _values(value.strip().strip("()"))
-    return lambda coords: coords.get(dim.strip()) in allowed
-
-
-def _values(spec: str) -> set[int]:
-    try:
-        if ":" in spec:
-            bits = [int(b) if b.strip() else None for b in spec.split(":")]
-            start, stop = bits[0] or 0, bits[1]
-            step = bits[2] if len(bits) > 2 and bits[2] else 1
-            if stop is None:
-                raise RankSpecError(f"a range needs an end: {spec!r}")
-            return set(range(start, stop, step))
-        return {int(v) for v in spec.split(",") if v.strip()}
-    except ValueError as exc:
-        raise RankSpecError(f"not a rank selection: {spec!r}") from exc
-
-
 CAST_ANSWER_S = 30.0
 """How long `cast` waits for each session's answer (its next pdb prompt)."""
 
@@ -130,37 +86,35 @@ class DebugShell:
 
     def execute(self, line: str) -> bool:
         """Runs one command; False means leave the shell."""
-        words = line.split()
-        if not words:
+        if not line.strip():
             return True
-        command, args = words[0], words[1:]
         try:
-            if command in ("quit", "q"):
-                return False
-            if command in ("help", "h"):
-                self._write(HELP)
-            elif command in ("list", "l"):
-                self._write(format_sessions(self.backend.sessions()) + "\n")
-            elif command in ("continue", "c"):
-                self._write(f"continued {self.backend.continue_all()} session(s)\n")
-            elif command in ("attach", "a"):
-                self._attach(*args)
-            elif command == "cast":
-                self._cast(line)
-            else:
-                self._write(f"unknown command {command!r}; 'help' lists them\n")
-        except (TypeError, RankSpecError) as exc:
-            self._write(f"error: {exc}\n")
+            command = parse_command(line)
+        except DebugCommandError as exc:
+            self._write(f"Error parsing input: {exc}\n")
+            return True
+        if isinstance(command, Quit):
+            return False
+        if isinstance(command, Help):
+            self._write(HELP)
+        elif isinstance(command, ListCommand):
+            self._write(format_sessions(self.backend.sessions()) + "\n")
+        elif isinstance(command, Continue):
+            self._write(f"continued {self.backend.continue_all()} session(s)\n")
+        elif isinstance(command, Attach):
+            self._attach(command.actor_name, command.rank)
+        elif isinstance(command, Cast):
+            self._cast(command)
         return True
 
-    def _find(self, actor_name: str, rank: str) -> dict[str, Any] | None:
+    def _find(self, actor_name: str, rank: int) -> dict[str, Any] | None:
         for info in self.backend.sessions():
-            if info["actor_name"] == actor_name and str(info["rank"]) == rank:
+            if info["actor_name"] == actor_name and info["rank"] == rank:
                 return info
         self._write(f"no paused actor {actor_name} at rank {rank}; 'list' shows them\n")
         return None
 
-    def _attach(self, actor_name: str, rank: str) -> None:
+    def _attach(self, actor_name: str, rank: int) -> None:
         info = self._find(actor_name, rank)
         if info is None:
             return
@@ -182,15 +136,10 @@ class DebugShell:
             if closed or text.endswith("(Pdb) "):
                 return offset, closed
 
-    def _cast(self, line: str) -> None:
-        match = re.match(r"\s*cast\s+(\S+)\s+ranks\((.*?)\)\s+(.+)$", line)
-        if not match:
-            self._write("usage: cast <actor_name> ranks(<spec>) <pdb command>\n")
-            return
-        actor_name, spec, command = match.groups()
-        selected = parse_ranks(spec)
-        chosen = sorted((i for i in self.backend.sessions()
-                         if i["actor_name"] == actor_name and selected(i)),
+    def _cast(self, cast: Cast) -> None:
+        actor_name, command = cast.actor_name, cast.command
+        chosen = sorted((i for i in self.backend.sessions() if i["actor_name"] == actor_name
+                         and selects(cast.ranks, i["rank"], i.get("coords", {}))),
                         key=lambda i: (str(type(i["rank"])), i["rank"]))
         starts = {}
         for info in chosen:  # what each wrote before the command is not its answer

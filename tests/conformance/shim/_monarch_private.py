@@ -43,6 +43,8 @@ ALIASES: dict[str, dict[str, str]] = {
         "endpoint": "monarch.actor:endpoint", "Endpoint": "monarch.actor:Endpoint",
         "concurrent_endpoint": "monarch.actor:concurrent_endpoint",
     },
+    "monarch._src.actor.concurrent": {
+        "concurrent_endpoint": "monarch.actor:concurrent_endpoint"},
     "monarch._src.actor.returns_future": {"returns_future": "monarch.actor:returns_future"},
     "monarch._src.actor.host_mesh": {
         "HostMesh": "monarch.actor:HostMesh", "this_host": "monarch.actor:this_host",
@@ -83,6 +85,13 @@ ALIASES: dict[str, dict[str, str]] = {
         "job_load": "monarch.job:job_load", "job_loads": "monarch.job:job_loads",
     },
     "monarch._src.job.slurm": {"SlurmJob": "monarch.job:SlurmJob"},
+    # the debugger's command language: our parser's values, and its entry as Monarch calls it
+    "monarch._src.actor.debugger.debug_command": {
+        **{name: f"monarch._debug_commands:{name}" for name in (
+            "Attach", "Cast", "Continue", "Help", "ListCommand", "Quit")},
+        "DebugCommand": "_monarch_private:DebugCommand",
+    },
+    "monarch._src.actor.debugger.debug_io": {"DebugStdIO": "_monarch_private:DebugStdIO"},
     # Monarch's private rule for an actor's kind (SA-5), answered by ours (harness only)
     "monarch._src.actor.actor_mesh#harness": {},
 }
@@ -126,6 +135,28 @@ def __getattr__(name: str) -> Any:
     if name == "Future":  # built on first use: importing this module imports no monarch
         return _future_adapter()
     raise AttributeError(name)
+
+
+class DebugStdIO:
+    """Monarch's debugger console on stdin/stdout, as far as its parser uses one."""
+
+    async def output(self, text: str) -> None:
+        sys.stdout.write(text)
+
+
+class DebugCommand:
+    """Monarch's `DebugCommand.parse(io, line)`: our parser, a refused line written to `io`
+    and answered None, as Monarch's does."""
+
+    @staticmethod
+    async def parse(debug_io: DebugStdIO, line: str) -> Any:
+        from monarch._debug_commands import DebugCommandError, parse_command
+
+        try:
+            return parse_command(line)
+        except DebugCommandError as exc:
+            await debug_io.output(f"Error parsing input: {exc}\n")
+            return None
 
 
 class ActorKind(enum.Enum):
