@@ -85,10 +85,10 @@ class ActorMesh(OnView, Generic[A]):
             if span is not None:
                 telemetry.end_call(span, "ok" if refused is None else "error")
             return None
-        future: Future[Any] = Future()
+        future: Future[Any] = Future._pending()
         futures: list[Future[Any]] = []
         if mode == "stream":
-            futures = [Future() for _ in self._ranks]
+            futures = [Future._pending() for _ in self._ranks]
             sink: Any = StreamSink(futures, self._addresses, info)
         elif mode == "call":
             extent = self._view.extent

@@ -214,14 +214,14 @@ class Accumulator(Generic[P, R, A]):
                 acc = self._combine(acc, await answer)
             return acc
 
-        return Future(coro=fold())
+        return Future._from_coro(fold())
 
 
 def returns_future(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Future[R]]:
     """Makes an async function return a monarch Future (usable with `.get()` or `await`)."""
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> Future[R]:
-        return Future(coro=function(*args, **kwargs))
+        return Future._from_coro(function(*args, **kwargs))
 
     return wrapper
 

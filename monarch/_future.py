@@ -8,6 +8,7 @@ results. A future may also wrap a coroutine (`returns_future`), run when first c
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
 
@@ -29,7 +30,27 @@ class Future(Generic[R]):
     __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
                  "_starter", "_span", "_gather", "__weakref__")
 
-    def __init__(self, *, coro: Coroutine[Any, Any, R] | None = None) -> None:
+    def __init__(self) -> None:
+        raise TypeError("Future objects are returned by Monarch operations (an endpoint call, "
+                        "a spawn, a returns_future function); they are not constructed "
+                        "directly")
+
+    @classmethod
+    def _pending(cls) -> "Future[Any]":
+        """A new pending future (the runtime's constructor)."""
+        future = cls.__new__(cls)
+        future._init()
+        return future
+
+    @classmethod
+    def _from_coro(cls, coro: Coroutine[Any, Any, Any]) -> "Future[Any]":
+        """A future of `coro`'s result, run when first observed (`get` runs it on a
+        background loop, `await` on the awaiting one)."""
+        future = cls.__new__(cls)
+        future._init(coro)
+        return future
+
+    def _init(self, coro: Coroutine[Any, Any, R] | None = None) -> None:
         self._state = _PENDING
         self._value: Any = None
         self._callbacks: list[Callable[[], None]] | None = None
@@ -51,7 +72,7 @@ class Future(Generic[R]):
         """A future whose work begins when it is first observed (`get`, `await`, a done
         callback): `start()` then returns the future it settles like. One never observed
         starts nothing (a receive that claims no message)."""
-        future: Future[R] = Future()
+        future: Future[R] = Future._pending()
         future._starter = start
         return future
 
@@ -70,7 +91,11 @@ class Future(Generic[R]):
 
     # -- consumers -------------------------------------------------------------------------
     def get(self, timeout: float | None = None) -> R:
-        """Waits for and returns the value; raises the call's exception or `TimeoutError`."""
+        """Waits for and returns the value; raises the call's exception or `TimeoutError`.
+        A timeout is None or a finite number of seconds >= 0 (ValueError otherwise, before
+        anything starts; a settled future answers whatever the timeout)."""
+        if self._state == _PENDING and timeout is not None:
+            _check_timeout(timeout)
         if self._starter is not None:
             self._start_deferred()
         if self._coro is not None:
@@ -122,11 +147,16 @@ class Future(Generic[R]):
         return self._resolve()
 
     def as_asyncio(self) -> asyncio.Future[R]:
-        """An asyncio future of the running loop that settles with this one."""
-        return asyncio.ensure_future(self._awaitable())
-
-    async def _awaitable(self) -> R:
-        return await self
+        """A future of the running loop that settles with this one (RuntimeError off a loop).
+        A settled future gives one already done; a coroutine not yet started runs on this
+        loop. Cancelling what it returns cancels only that observer: the work goes on, and
+        a later `get`, `await` or `as_asyncio` still sees its outcome."""
+        loop = asyncio.get_running_loop()
+        observer: asyncio.Future[R] = loop.create_future()
+        if self._state == _PENDING and (self._coro is not None or self._starter is not None):
+            _hold(loop.create_task(self._observed_here()))  # the work, on this loop
+        self.add_done_callback(lambda: _copy_soon(loop, observer, self))
+        return observer
 
     # -- producers (runtime) ---------------------------------------------------------------
     def set_result(self, value: Any) -> None:
@@ -207,20 +237,40 @@ class Future(Generic[R]):
         with self._guard:
             coro, self._coro = self._coro, None
         if coro is not None:
-            task = asyncio.run_coroutine_threadsafe(coro, background_loop())
-            task.add_done_callback(lambda t: self._settle_from(t))
+            asyncio.run_coroutine_threadsafe(self._drive(coro), background_loop())
 
-    def _settle_from(self, task: Any) -> None:
-        if task.cancelled():
-            self._settle(_ERROR, asyncio.CancelledError())
-        elif task.exception() is not None:
-            self._settle(_ERROR, task.exception())
+    async def _drive(self, coro: Coroutine[Any, Any, R]) -> None:
+        """Runs `coro` and settles with its outcome, whatever it raises: a BaseException
+        (KeyboardInterrupt, SystemExit) must not end the loop that runs every future's
+        coroutine, nor leave this one pending."""
+        try:
+            value = await coro
+        except BaseException as exc:  # noqa: BLE001 - the consumers get it
+            self._settle(_ERROR, exc)
         else:
-            self._settle(_VALUE, task.result())
+            self._settle(_VALUE, value)
+
+    async def _observed_here(self) -> None:
+        """Drives a pending coroutine or deferred start on the running loop for
+        `as_asyncio`; its observers get the outcome, so the task itself ends quietly."""
+        try:
+            await self
+        except BaseException:  # noqa: BLE001 - observers have it
+            pass
 
     def __repr__(self) -> str:
         state = {_PENDING: "pending", _LAZY: "done", _VALUE: "done", _ERROR: "failed"}
         return f"<Future {state[self._state]}>"
+
+
+def _check_timeout(timeout: Any) -> None:
+    try:
+        valid = math.isfinite(timeout) and timeout >= 0
+    except TypeError:
+        valid = False
+    if not valid:
+        raise ValueError(f"invalid timeout {timeout!r}: give None or a finite number of "
+                         "seconds >= 0")
 
 
 _waiter: Callable[["Future[Any]", float | None], bool] | None = None
@@ -230,6 +280,47 @@ def set_waiter(waiter: Callable[["Future[Any]", float | None], bool] | None) -> 
     """Installs how pending futures are waited for (the runtime lets waiters lead its loop)."""
     global _waiter
     _waiter = waiter
+
+
+_driving: set[asyncio.Task[Any]] = set()
+"""Tasks `as_asyncio` started, held until done (the loop keeps only weak references)."""
+
+
+def _hold(task: asyncio.Task[Any]) -> None:
+    _driving.add(task)
+    task.add_done_callback(_release)
+
+
+def _release(task: asyncio.Task[Any]) -> None:
+    _driving.discard(task)
+
+
+def _copy_soon(loop: asyncio.AbstractEventLoop, observer: asyncio.Future[Any],
+               future: Future[Any]) -> None:
+    """Settles `observer` like `future` (settled): at once on the loop's own thread (a
+    settled future's observer is done before the loop runs), else through the loop."""
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        _copy(observer, future)
+        return
+    try:
+        loop.call_soon_threadsafe(_copy, observer, future)
+    except RuntimeError:  # the loop that asked is closed: nobody observes any more
+        pass
+
+
+def _copy(observer: asyncio.Future[Any], future: Future[Any]) -> None:
+    if observer.done():  # cancelled by its owner
+        return
+    try:
+        observer.set_result(future._resolve())
+    except StopIteration as exc:  # an asyncio future cannot hold one
+        observer.set_exception(RuntimeError(f"the future raised StopIteration: {exc!r}"))
+    except BaseException as exc:  # noqa: BLE001 - the observer's outcome
+        observer.set_exception(exc)
 
 
 def _wake_soon(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
@@ -246,7 +337,7 @@ def _wake(waiter: asyncio.Future[Any]) -> None:
 
 def resolved(value: Any) -> Future[Any]:
     """A future already settled with `value`."""
-    fut: Future[Any] = Future()
+    fut: Future[Any] = Future._pending()
     fut.set_result(value)
     return fut
 
@@ -254,7 +345,7 @@ def resolved(value: Any) -> Future[Any]:
 def chained(source: Future[Any], transform: Callable[[Any], R]) -> Future[R]:
     """A future of `transform(value of source)`, computed by its first consumer; it fails as
     `source` fails."""
-    out: Future[R] = Future()
+    out: Future[R] = Future._pending()
     source.add_done_callback(
         lambda: out.set_lazy(lambda: transform(source._resolve()), fails=source.failed()))
     return out
@@ -262,7 +353,7 @@ def chained(source: Future[Any], transform: Callable[[Any], R]) -> Future[R]:
 
 def failed(exc: BaseException) -> Future[Any]:
     """A future already settled with `exc`."""
-    fut: Future[Any] = Future()
+    fut: Future[Any] = Future._pending()
     fut.set_exception(exc)
     return fut
 

@@ -239,7 +239,7 @@ class HostMesh(OnView):
 
 def _all(futures: list[Future[Any]]) -> Future[None]:
     """Settles (None) once every one of `futures` did; fails with the first failure."""
-    out: Future[None] = Future()
+    out: Future[None] = Future._pending()
     left = [len(futures)]
     lock = threading.Lock()
 
@@ -267,7 +267,7 @@ def _all(futures: list[Future[Any]]) -> Future[None]:
 
 def _after(first: Future[Any], then: Callable[[], Future[Any]]) -> Future[None]:
     """`then()`'s future, started once `first` settled (fails as either fails)."""
-    out: Future[None] = Future()
+    out: Future[None] = Future._pending()
 
     def next_step() -> None:
         if first.failed():

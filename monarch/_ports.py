@@ -202,7 +202,7 @@ class QueueSink(Sink):
 
     def next(self) -> Future[Any]:
         """A future of the next value sent to the port."""
-        fut: Future[Any] = Future()
+        fut: Future[Any] = Future._pending()
         with self._lock:
             if not self._values:
                 self._waiters.append(fut)

@@ -140,7 +140,7 @@ class ProcMesh(OnView):
         """A future of a ValueMesh of each proc's counters (messages received, frames and peers
         refused, internal errors, its actors, whether its I/O thread sleeps)."""
         runtime = _process.current() or _runtime()
-        future: Future[Any] = Future()
+        future: Future[Any] = Future._pending()
         addresses = tuple(self._table[r] for r in self._ranks)
         info = CallInfo(f"@{self._procs}", "stats", lambda i: f"<proc {addresses[i]}>")
         extent = self._view.extent
@@ -227,7 +227,7 @@ STOPPED_REASON = "the proc was stopped"
 def _system_call(procs: str, table: tuple[str, ...], view: View, ranks: list[int], method: str,
                  body: dict[str, Any]) -> Future[None]:
     runtime = _process.current() or _runtime()
-    future: Future[Any] = Future()
+    future: Future[Any] = Future._pending()
     addresses = tuple(table[r] for r in ranks)
     gone = next((runtime.dead[a] for a in addresses if a in runtime.dead), None)
     if gone is not None:  # a proc of the call is known to be dead: fail now, never hang

@@ -59,7 +59,7 @@ def call(name: str, *args: Any) -> Future[Any]:
     runtime = _process.current()
     if runtime is None or _controller_address is None:
         raise RuntimeError(f"service {name!r} needs a running monarch job")
-    future: Future[Any] = Future()
+    future: Future[Any] = Future._pending()
     info = CallInfo("controller", name, lambda i: "<controller>")
     port = runtime.new_port(OneSink(future, _controller_address, info))
     data, buffers = _serial.dumps(args)
@@ -73,12 +73,12 @@ def _as_future(fn: Callable[..., Any], args: tuple) -> Future[Any]:
     try:
         result = fn(*args)
     except Exception as exc:  # noqa: BLE001 - delivered through the future
-        future: Future[Any] = Future()
+        future: Future[Any] = Future._pending()
         future.set_exception(exc)
         return future
     if isinstance(result, Future):
         return result
-    future = Future()
+    future = Future._pending()
     future.set_result(result)
     return future
 

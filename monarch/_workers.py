@@ -17,7 +17,7 @@ def shutdown_context(host_timeout: float | None = None) -> Future[None]:
     from ._controller._job import current_job
 
     job = current_job()
-    done: Future[None] = Future()
+    done: Future[None] = Future._pending()
     if job is not None:
         job.shutdown(timeout=host_timeout if host_timeout is not None else 5.0)
     done.set_result(None)

@@ -87,7 +87,7 @@ class ServiceOptions(Generic[A]):
             host=_here().host_mesh, wait_s=self.wait_s)
         router = _here().spawn(f"{self.name}_service", ServiceRouter, spec)
         service: Service[A] = Service(router, self.name, frozenset(endpoints))
-        return Future(coro=_started(router, service))
+        return Future._from_coro(_started(router, service))
 
 
 async def _started(router: Any, service: "Service[A]") -> "Service[A]":
@@ -127,7 +127,7 @@ class Service(Generic[A]):
 
     def shutdown(self) -> Future[None]:
         """Stops every replica and the router; later calls raise ServiceUnavailableError."""
-        return Future(coro=_shutdown(self._router))
+        return Future._from_coro(_shutdown(self._router))
 
     def __repr__(self) -> str:
         return f"Service({self._name!r})"

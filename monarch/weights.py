@@ -52,7 +52,7 @@ def put_state_dict(state_dict: Mapping[str, Any], key: str, *,
         A future of the version number (1 for the first put of a key).
     """
     entries = _register(state_dict, copy)
-    return Future(coro=_publish(key, entries))
+    return Future._from_coro(_publish(key, entries))
 
 
 def get_state_dict(key: str, into: Mapping[str, Any] | None = None, *,
@@ -71,18 +71,18 @@ def get_state_dict(key: str, into: Mapping[str, Any] | None = None, *,
         It fails with KeyError for an unknown key, ValueError for a tensor of `into` that
         does not match, or the data plane's errors (`OwnerGoneError` if the publisher died).
     """
-    return Future(coro=_read(key, dict(into) if into is not None else {}, version,
+    return Future._from_coro(_read(key, dict(into) if into is not None else {}, version,
                              float(timeout)))
 
 
 def latest_version(key: str) -> Future[int | None]:
     """A future of the newest version of `key` (None if nothing was put under it)."""
-    return Future(coro=_latest(key))
+    return Future._from_coro(_latest(key))
 
 
 def delete_state_dict(key: str) -> Future[bool]:
     """Forgets `key` and releases its memory; a future of whether it existed."""
-    return Future(coro=_delete(key))
+    return Future._from_coro(_delete(key))
 
 
 # -- publishing -------------------------------------------------------------------------------

@@ -253,7 +253,7 @@ class Job:
     def _on_io(self, fn: Any) -> Any:
         """Wraps a service so that it always runs on the I/O thread (it mutates the supervisor)."""
         def call(*args: Any) -> Future[Any]:
-            out: Future[Any] = Future()
+            out: Future[Any] = Future._pending()
 
             def run() -> None:
                 try:
@@ -346,7 +346,7 @@ class Job:
         self._maybe_preload()
         if local:
             return procs, table
-        done: Future[Any] = Future()
+        done: Future[Any] = Future._pending()
         self._spawning[procs] = (records, done)
         self._spawn_deadline(procs, "host_spawn_ready_timeout", 0)
         return done
@@ -456,7 +456,7 @@ class Job:
                     config.seconds("mesh_terminate_timeout"))
         self.runtime.call_later(grace, lambda: self._kill_stragglers(live))
         stopped = self._with_last_telemetry(ending, done)
-        flushed: Future[None] = Future()  # the mesh's streamed lines printed before it returns
+        flushed: Future[None] = Future._pending()  # the mesh's streamed lines printed before it returns
 
         def flush() -> None:
             self.log_streamer.flush(procs)
@@ -470,7 +470,7 @@ class Job:
         """`exited`, settled only once the last telemetry of `procs` is in the store: a proc
         sends it (then a final notice, on the same link) before it exits; one that was killed
         never does, so after its exit it gets FINAL_TELEMETRY_S more."""
-        out: Future[None] = Future()
+        out: Future[None] = Future._pending()
 
         def check(deadline: float) -> None:
             if (all(p in self._final_telemetry for p in procs)
@@ -503,7 +503,7 @@ class Job:
                        aggregate_window_sec: float | None, level: int) -> Future[bool]:
         """ProcMesh.logging_option (see `_logstream`): settles False when forwarding was off
         when the mesh was spawned. Applied on a thread of its own (flushing prints)."""
-        out: Future[bool] = Future()
+        out: Future[bool] = Future._pending()
         live = [r for r in self.supervisor.procs.values()
                 if r.procs == procs and r.state in (STARTING, RUNNING) and r.address]
         token = secrets.token_hex(6)
@@ -565,7 +565,7 @@ class Job:
         for record in records:
             by_mesh.setdefault(record.procs, []).append(record.rank)
         futures = [self.stop_procs(procs, ranks) for procs, ranks in by_mesh.items()]
-        out: Future[None] = Future()
+        out: Future[None] = Future._pending()
         remaining = [len(futures)]
 
         def one_done() -> None:

@@ -46,7 +46,7 @@ class Workers:
     def attach(self, addresses: list[str], secret: bytes, timeout: float = 30.0) -> Future[None]:
         """Attaches to workers; the future settles once every one has answered."""
         self._listen_tcp(addresses)
-        done: Future[None] = Future()
+        done: Future[None] = Future._pending()
         pending = set()
         for address in addresses:
             record = self.hosts.get(address)

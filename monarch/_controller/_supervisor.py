@@ -252,7 +252,7 @@ class Supervisor:
 
     def stopping(self, procs: list[ProcRecord]) -> Future[None]:
         """Marks procs as stopping; the future settles once all of them have exited."""
-        done: Future[None] = Future()
+        done: Future[None] = Future._pending()
         pending = set()
         for record in procs:
             if record.state not in (STOPPED, FAILED):
@@ -378,7 +378,7 @@ class Supervisor:
         bootstrap's ActorError, or a RuntimeError if a proc ended first. A mesh unknown here
         (the controller's own process) is ready."""
         records = [self.procs[f"{procs}-{r}"] for r in ranks if f"{procs}-{r}" in self.procs]
-        done: Future[bool] = Future()
+        done: Future[bool] = Future._pending()
         self._ready_waiters.append((records, done))
         self._settle_ready()
         return done

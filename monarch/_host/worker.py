@@ -332,7 +332,7 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
 
 def serve_in_background(address: str, secret: bytes | None = None) -> Future[None]:
     """Runs a worker at `address` on a daemon thread; the future settles when it ends."""
-    done: Future[None] = Future()
+    done: Future[None] = Future._pending()
 
     def run() -> None:
         try:

@@ -36,8 +36,8 @@ class TransferFuture(Future[Any]):
 
     __slots__ = ("_job", "_job_timeout")
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # pylint: disable=super-init-not-called (Future refuses it)
+        self._init()
         self._job: list[Callable[[], None]] = []  # the transfer until someone takes it
         self._job_timeout = 0.0
 

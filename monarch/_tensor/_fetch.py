@@ -53,7 +53,7 @@ def fetch_shard(obj: T, shard: dict[str, int] | None = None, **kwargs: int) -> F
     leaves, spec = pytree.tree_flatten(obj)
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor)]
     if not positions:
-        done: Future[T] = Future()
+        done: Future[T] = Future._pending()
         done.set_result(obj)
         return done
     tensors: list[Tensor] = [leaves[i] for i in positions]
@@ -133,7 +133,7 @@ def _decoded(source: Future[Any], transform: Any) -> Future[Any]:
         with _disable_current_modes():
             return transform(source._resolve())
 
-    out: Future[Any] = Future()
+    out: Future[Any] = Future._pending()
     source.add_done_callback(lambda: out.set_lazy(value, fails=source.failed()))
     return out
 

@@ -104,7 +104,7 @@ def sync_workspace(host_mesh: Any, workspace: Any, conda: bool, auto_reload: boo
 
 
 def _in_thread(fn: Callable[[], Any]) -> Future[Any]:
-    done: Future[Any] = Future()
+    done: Future[Any] = Future._pending()
     ctx = contextvars.copy_context()
 
     def main() -> None:
@@ -240,7 +240,7 @@ def _tell(procs: str, rank: int, address: str, labels: list[str], sizes: list[in
     view = full.slice(**dict(full.point(rank)))
     table = [""] * len(full.ranks())
     table[rank] = address
-    future: Future[Any] = Future()
+    future: Future[Any] = Future._pending()
     info = CallInfo(f"@{procs}", "workspace", lambda i: f"<proc {address}>")
     port = runtime.new_port(OneSink(future, address, info))
     sender = _context.context().actor_instance._sender

@@ -12,13 +12,13 @@ from monarch.actor import returns_future
 
 
 def test_get_waits_for_a_value_set_by_another_thread():
-    fut: Future[int] = Future()
+    fut: Future[int] = Future._pending()
     threading.Timer(0.05, fut.set_result, args=(5,)).start()
     assert fut.get(timeout=5) == 5 and fut.result() == 5 and fut.exception() is None
 
 
 def test_timeout_and_exception():
-    fut: Future[int] = Future()
+    fut: Future[int] = Future._pending()
     with pytest.raises(TimeoutError):
         fut.get(timeout=0.01)
     fut.set_exception(KeyError("k"))
@@ -31,14 +31,14 @@ def test_timeout_and_exception():
 
 def test_lazy_values_are_computed_once_in_the_consumer():
     calls = []
-    fut: Future[int] = Future()
+    fut: Future[int] = Future._pending()
     fut.set_lazy(lambda: calls.append(threading.current_thread()) or 9)
     assert fut.get() == 9 and fut.get() == 9
     assert calls == [threading.current_thread()]
 
 
 def test_callbacks_run_once_settled():
-    fut: Future[int] = Future()
+    fut: Future[int] = Future._pending()
     seen = []
     fut.add_done_callback(lambda: seen.append("early"))
     fut.set_result(1)
@@ -47,7 +47,7 @@ def test_callbacks_run_once_settled():
 
 
 def test_await_and_as_asyncio():
-    fut: Future[int] = Future()
+    fut: Future[int] = Future._pending()
 
     async def main() -> int:
         threading.Timer(0.02, fut.set_result, args=(3,)).start()
@@ -79,15 +79,78 @@ def test_awaiting_a_future_that_already_failed_lets_what_the_loop_holds_run_firs
     order: list[str] = []
 
     async def main() -> None:
-        fut: Future[int] = Future()
+        fut: Future[int] = Future._pending()
         asyncio.get_running_loop().call_soon(order.append, "queued before the failure")
         fut.set_exception(RuntimeError("boom"))
         with pytest.raises(RuntimeError, match="boom"):
             await fut
         order.append("await raised")
-        done: Future[int] = Future()
+        done: Future[int] = Future._pending()
         done.set_result(3)
         assert await done == 3
 
     asyncio.run(main())
     assert order == ["queued before the failure", "await raised"]
+
+
+def test_a_future_is_not_constructed_directly():
+    with pytest.raises(TypeError, match="returned by Monarch operations"):
+        Future()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'coro'"):
+        Future(coro=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, float("inf"), "5"])
+def test_an_invalid_timeout_is_refused_before_anything_starts(bad):
+    started = []
+
+    async def body():
+        started.append(1)
+        return 8
+
+    fut: Future[int] = Future._from_coro(body())
+    with pytest.raises(ValueError, match="invalid timeout"):
+        fut.get(timeout=bad)
+    assert started == [] and not fut.done()
+    assert fut.get(timeout=5) == 8
+    assert fut.get(timeout=bad) == 8  # a settled future answers whatever the timeout
+
+
+async def test_as_asyncio_settled_is_done_at_once_and_a_cancelled_observer_spares_the_work():
+    async def body():
+        await asyncio.sleep(0.01)
+        return 5
+
+    fut: Future[int] = Future._from_coro(body())
+    first = fut.as_asyncio()
+    assert first.cancel() and first.cancelled()  # only this observer
+    assert await fut.as_asyncio() == 5 and await fut == 5 and fut.get() == 5
+    settled = fut.as_asyncio()
+    assert settled.done() and settled.result() == 5
+
+
+def test_as_asyncio_off_a_loop_is_refused_and_consumes_nothing():
+    async def body():
+        return 3
+
+    fut: Future[int] = Future._from_coro(body())
+    with pytest.raises(RuntimeError):
+        fut.as_asyncio()
+    assert fut.get() == 3
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt("stop"), SystemExit(3)])
+def test_a_body_raising_a_base_exception_settles_and_later_bodies_still_run(error):
+    async def body():
+        raise error
+
+    async def fine():
+        return 4
+
+    fut: Future[int] = Future._from_coro(body())
+    with pytest.raises(type(error)) as first:
+        fut.get(timeout=10)
+    with pytest.raises(type(error)) as second:
+        fut.get(timeout=10)
+    assert second.value is first.value is error  # the same object, every time
+    assert Future._from_coro(fine()).get(timeout=10) == 4  # the loop that runs bodies lives

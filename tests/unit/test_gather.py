@@ -53,7 +53,7 @@ def runtime(tmp_path):
 
 
 def call_sink(runtime: ProcessRuntime, n: int) -> tuple[Future, CallSink, int]:
-    future: Future = Future()
+    future: Future = Future._pending()
     sink = CallSink(future, [f"ipc://nowhere-{i}" for i in range(n)], INFO, list)
     return future, sink, runtime.new_port(sink)
 
@@ -69,7 +69,7 @@ def test_a_leader_gathers_only_for_many_replies_on_a_busy_host(runtime, tmp_path
 def test_few_replies_are_read_as_they_come_even_on_a_busy_host(runtime, tmp_path, monkeypatch):
     monkeypatch.setattr(_gather, "host_load", loadavg(tmp_path, 50))
     for _ in range(20):  # single calls pending do not count
-        runtime.new_port(OneSink(Future(), "ipc://nowhere", INFO))
+        runtime.new_port(OneSink(Future._pending(), "ipc://nowhere", INFO))
     _, small, _ = call_sink(runtime, _gather.MIN_REPLIES - 1)
     assert not runtime.gathering(small)
     _, other, _ = call_sink(runtime, 1)  # with another call pending: enough replies are due

@@ -62,7 +62,7 @@ def test_held_calls_that_cannot_leave_answer_their_callers(tmp_path):
     identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
     runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
     try:
-        future: Future = Future()
+        future: Future = Future._pending()
         sink = CallSink(future, ["ipc://gone", "ipc://other"], CallInfo("mesh", "noop", str), list)
         port = runtime.new_port(sink)
         lost = Batch((fields(1, (runtime.address, port)), fields(2, None)), 2)

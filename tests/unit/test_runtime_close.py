@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 def test_a_runtime_closed_before_it_started_frees_its_sockets_and_fails_its_waiters(tmp_path):
     identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
     runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
-    future: Future = Future()
+    future: Future = Future._pending()
     runtime.new_port(OneSink(future, "ipc://nowhere", CallInfo("mesh", "noop", str)))
     runtime.close()
     runtime.close()  # twice: nothing left to close

@@ -107,8 +107,8 @@ MODULES: dict[str, str] = {
 
 
 def _future_adapter() -> Any:
-    """Monarch's Future as its tests make them: ours, with the private constructor they call
-    (`Future._from_coro(coro)`: a coroutine-backed future, run when first observed)."""
+    """Monarch's Future as its tests name it: ours (its `_from_coro(coro)`, the coroutine-backed
+    future Monarch's tests build, is our runtime's own constructor), under Monarch's name."""
     from monarch.actor import Future as Ours
 
     class SameAsOurs(type):
@@ -117,10 +117,6 @@ def _future_adapter() -> Any:
 
     class Future(Ours, metaclass=SameAsOurs):  # type: ignore[misc, valid-type]
         __slots__ = ()
-
-        @classmethod
-        def _from_coro(cls, coro: Any) -> Any:
-            return Ours(coro=coro)
 
         def __class_getitem__(cls, item: Any) -> Any:  # `Future[bool]` in annotations
             return Ours[item]
