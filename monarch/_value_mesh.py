@@ -29,6 +29,8 @@ class ValueMesh(OnView, Generic[R]):
     Prints as Monarch does: `ValueMesh({gpus: 2}):` then the `pprint` of its `(point, value)`
     items, indented by two spaces. Iterating yields those items. `slice`, `flatten`, `rename`
     and `split` return ValueMeshes sharing the same values. Equality is identity, as Monarch's.
+    `ValueMesh[int]` is ValueMesh itself at run time (as in Monarch; type checkers see the
+    generic).
 
     Args:
         shape: labels and sizes (an Extent or a View; a View's strides and offset are ignored).
@@ -46,6 +48,9 @@ class ValueMesh(OnView, Generic[R]):
         if len(self._values) != len(self._view):
             raise ValueError(f"invalid value mesh: expected {len(self._view)} ranks, but "
                              f"contains {len(self._values)} ranks")
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return cls
 
     @classmethod
     def from_indexed(cls, shape: Shaped, pairs: Iterable[tuple[int, R]]) -> ValueMesh[R]:

@@ -217,3 +217,9 @@ def test_survives_cloudpickle_into_another_process():
     done = subprocess.run([sys.executable, "-c", script], input=cloudpickle.dumps(values),
                           capture_output=True, timeout=60, check=True)
     assert done.stdout.decode() == repr(values) + "\n3\n"
+
+
+def test_value_mesh_subscripted_is_value_mesh_at_run_time():
+    from monarch.actor import ValueMesh as Public
+
+    assert Public[int] is Public  # as Monarch's: annotations evaluated at run time work

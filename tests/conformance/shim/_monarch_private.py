@@ -91,6 +91,10 @@ ALIASES: dict[str, dict[str, str]] = {
             "Attach", "Cast", "Continue", "Help", "ListCommand", "Quit")},
         "DebugCommand": "_monarch_private:DebugCommand",
     },
+    # Monarch's Rust helper that builds a value mesh from labels, sizes and values: ours, built
+    # through ValueMesh's public constructor
+    "monarch._rust_bindings.monarch_hyperactor.value_mesh": {
+        "_make_test_value_mesh": "_monarch_private:make_value_mesh"},
     "monarch._src.actor.debugger.debug_io": {"DebugStdIO": "_monarch_private:DebugStdIO"},
     # Monarch's private rule for an actor's kind (SA-5), answered by ours (harness only)
     "monarch._src.actor.actor_mesh#harness": {},
@@ -131,6 +135,13 @@ def __getattr__(name: str) -> Any:
     if name == "Future":  # built on first use: importing this module imports no monarch
         return _future_adapter()
     raise AttributeError(name)
+
+
+def make_value_mesh(labels: list[str], sizes: list[int], values: list[Any]) -> Any:
+    """A value mesh of `values` over dimensions `labels` of `sizes` (row-major)."""
+    from monarch.actor import Extent, ValueMesh
+
+    return ValueMesh(Extent(labels, sizes), values)
 
 
 class DebugStdIO:
