@@ -69,6 +69,14 @@ class Instance:
         self._sender = sender
         self._proc_mesh = proc_mesh
         self._slot = slot
+        self._children: list[Any] | None = None
+        """(Monarch's name) the proc meshes this instance spawned that are not stopped; a
+        test harness (Monarch's `stop_all_proc_meshes`) stops what a test left running."""
+
+    def _adopt(self, mesh: Any) -> None:
+        """Lists a proc mesh it spawned among its children, dropping the stopped ones (a job
+        may spawn meshes for days)."""
+        self._children = [m for m in self._children or [] if not m._stopped] + [mesh]
 
     @property
     def proc(self) -> Any:

@@ -98,8 +98,9 @@ class HostMesh(OnView):
         mesh = ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
         if owner._slot is not None:
             owner._slot.own(mesh)  # its descendants: stopped with it
+        owner._adopt(mesh)
         with self._life.lock:  # the stopped ones go: a job may spawn meshes for days
-            self._life.meshes = [m for m in self._life.meshes if not m._stopped()]
+            self._life.meshes = [m for m in self._life.meshes if not m._stopped]
             self._life.meshes.append(mesh)
         return mesh
 

@@ -51,7 +51,7 @@ class ProcMesh(OnView):
         """
         if not (isinstance(Class, type) and issubclass(Class, Actor)):
             raise TypeError(f"spawn expects an Actor subclass, got {Class!r}")
-        if self._stopped():
+        if self._stopped:
             raise RuntimeError("`ProcMesh` has already been stopped")
         is_async = check_sync_async(Class)
         _check_names(Class)
@@ -156,8 +156,9 @@ class ProcMesh(OnView):
         self._stopping = True
         return _services.call("stop_procs", self._procs, list(self._ranks))
 
+    @property
     def _stopped(self) -> bool:
-        """True once `stop()` was called on this mesh (or a slice it was made from), or every
+        """(Monarch's property) True once `stop()` was called on this mesh (or a slice it was made from), or every
         one of its procs is known to have been stopped."""
         if self._stopping:
             return True

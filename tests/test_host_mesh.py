@@ -266,3 +266,18 @@ def test_procs_keep_freed_heap_memory_unless_the_environment_says_otherwise(faul
     mine = proc_environment({"MALLOC_ARENA_MAX": "4", "PATH": "/bin"})
     assert mine["MALLOC_ARENA_MAX"] == "4" and mine["PATH"] == "/bin"
     assert mine["MALLOC_TRIM_THRESHOLD_"] == MALLOC_DEFAULTS["MALLOC_TRIM_THRESHOLD_"]
+
+
+def test_the_root_lists_the_proc_meshes_it_spawned_until_they_stop():
+    """Monarch's `stop_all_proc_meshes` fixture stops what a test left running through the
+    root's `_children`; `_stopped` is a property, as Monarch's (a method is always truthy)."""
+    from monarch.actor import context
+
+    root = context().actor_instance
+    procs = this_host().spawn_procs(per_host={"gpus": 1})
+    assert procs in root._children and procs._stopped is False
+    procs.stop().get(timeout=60)
+    assert procs._stopped is True
+    later = this_host().spawn_procs(per_host={"gpus": 1})
+    assert later in root._children and procs not in root._children  # the stopped one went
+    later.stop().get(timeout=60)

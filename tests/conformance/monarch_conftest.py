@@ -1,17 +1,8 @@
 """conftest of torchmonarch's extracted test folder in a conformance run (replaces Monarch's own,
 which loads plugins of its build and CI). Monarch's tests need nothing from it: the private
-names they import are mapped by `shim/sitecustomize.py`, in every process of the run."""
-
-
-def pytest_configure(config):
-    # Monarch's `proc_mesh_test_utils.stop_all_proc_meshes` fixture reads the root client's
-    # private `actor_instance._children` (meshes it spawned) to stop what a test left running.
-    # pymonarch's root keeps no such list: the fixture then finds nothing to stop, and what a
-    # test left running ends with the child pytest's job.
-    from monarch._context import Instance
-
-    if not hasattr(Instance, "_children"):
-        Instance._children = None
+names they import are mapped by `shim/sitecustomize.py`, in every process of the run. Monarch's
+own autouse fixtures run as they are (`stop_all_proc_meshes` stops the proc meshes a test left
+running, through the root's `_children`)."""
 
 
 def pytest_collection_modifyitems(config, items):
