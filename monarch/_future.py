@@ -8,6 +8,7 @@ results. A future may also wrap a coroutine (`returns_future`), run when first c
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import threading
 from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
@@ -45,12 +46,14 @@ class Future(Generic[R]):
     @classmethod
     def _from_coro(cls, coro: Coroutine[Any, Any, Any]) -> "Future[Any]":
         """A future of `coro`'s result, run when first observed (`get` runs it on a
-        background loop, `await` on the awaiting one)."""
+        background loop, `await` on the awaiting one), in the context of this call: the
+        context variables the caller had set (a span, a tag) are what the body sees."""
         future = cls.__new__(cls)
-        future._init(coro)
+        future._init((coro, contextvars.copy_context()))
         return future
 
-    def _init(self, coro: Coroutine[Any, Any, R] | None = None) -> None:
+    def _init(self, coro: tuple[Coroutine[Any, Any, R], contextvars.Context] | None = None
+              ) -> None:
         self._state = _PENDING
         self._value: Any = None
         self._callbacks: list[Callable[[], None]] | None = None
@@ -126,14 +129,12 @@ class Future(Generic[R]):
         if self._starter is not None:
             self._start_deferred()
         if self._coro is not None and self._state == _PENDING:
-            coro, self._coro = self._coro, None
-            try:
-                value = yield from coro.__await__()
-            except BaseException as exc:
-                self._settle(_ERROR, exc)
-                raise
-            self._settle(_VALUE, value)
-            return value
+            with self._guard:
+                body, self._coro = self._coro, None
+            if body is not None:  # on the awaiting loop; cancelling the awaiter cancels it
+                coro, ctx = body
+                yield from asyncio.get_running_loop().create_task(
+                    self._drive(coro), context=ctx).__await__()
         if self._state == _PENDING:
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
@@ -235,9 +236,11 @@ class Future(Generic[R]):
 
     def _start_coro(self) -> None:
         with self._guard:
-            coro, self._coro = self._coro, None
-        if coro is not None:
-            asyncio.run_coroutine_threadsafe(self._drive(coro), background_loop())
+            body, self._coro = self._coro, None
+        if body is not None:
+            loop = background_loop()
+            loop.call_soon_threadsafe(lambda: _hold(loop.create_task(self._drive(body[0]),
+                                                                     context=body[1])))
 
     async def _drive(self, coro: Coroutine[Any, Any, R]) -> None:
         """Runs `coro` and settles with its outcome, whatever it raises: a BaseException

@@ -154,3 +154,57 @@ def test_a_body_raising_a_base_exception_settles_and_later_bodies_still_run(erro
         fut.get(timeout=10)
     assert second.value is first.value is error  # the same object, every time
     assert Future._from_coro(fine()).get(timeout=10) == 4  # the loop that runs bodies lives
+
+
+def test_a_body_runs_in_the_context_of_its_call():
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    @returns_future
+    async def read_and_write() -> str:
+        seen = var.get()
+        var.set("body")  # the caller's context is not the body's
+        return seen
+
+    token = var.set("caller")
+    try:
+        by_get = read_and_write()
+        by_await = read_and_write()
+        var.set("after the call")
+        assert by_get.get(timeout=10) == "caller"
+
+        async def observe():
+            var.set("in the awaiter")
+            return await by_await
+
+        assert asyncio.run(observe()) == "caller"
+        assert var.get() == "after the call"
+    finally:
+        var.reset(token)
+
+
+async def test_cancelling_the_awaiter_cancels_the_body():
+    started, cancelled = asyncio.Event(), []
+
+    async def body():
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    fut: Future[None] = Future._from_coro(body())
+    awaiter = asyncio.ensure_future(_await(fut))
+    await started.wait()
+    awaiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await awaiter
+    assert cancelled == [True]
+    with pytest.raises(asyncio.CancelledError):
+        fut.get(timeout=5)
+
+
+async def _await(fut):
+    return await fut
