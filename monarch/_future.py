@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import math
 import threading
+import weakref
 from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
 
 from .telemetry import end_call
@@ -50,6 +51,8 @@ class Future(Generic[R]):
         context variables the caller had set (a span, a tag) are what the body sees."""
         future = cls.__new__(cls)
         future._init((coro, contextvars.copy_context()))
+        # one never observed runs nothing, and says nothing ("coroutine ... was never awaited")
+        weakref.finalize(future, coro.close).atexit = False
         return future
 
     def _init(self, coro: tuple[Coroutine[Any, Any, R], contextvars.Context] | None = None
@@ -154,7 +157,12 @@ class Future(Generic[R]):
         a later `get`, `await` or `as_asyncio` still sees its outcome."""
         loop = asyncio.get_running_loop()
         observer: asyncio.Future[R] = loop.create_future()
-        if self._state == _PENDING and (self._coro is not None or self._starter is not None):
+        if self._state == _PENDING and self._coro is not None:
+            with self._guard:
+                body, self._coro = self._coro, None
+            if body is not None:  # the body itself, a task of this loop, held till it ends
+                _hold(loop.create_task(self._drive(body[0]), context=body[1]))
+        if self._state == _PENDING and self._starter is not None:
             _hold(loop.create_task(self._observed_here()))  # the work, on this loop
         self.add_done_callback(lambda: _copy_soon(loop, observer, self))
         return observer

@@ -208,3 +208,22 @@ async def test_cancelling_the_awaiter_cancels_the_body():
 
 async def _await(fut):
     return await fut
+
+
+def test_a_future_never_observed_runs_nothing_and_warns_nothing():
+    import gc
+    import warnings
+
+    runs = []
+
+    @returns_future
+    async def count() -> int:
+        runs.append(1)
+        return len(runs)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        count()
+        gc.collect()
+    assert runs == [] and not [w for w in caught if "never awaited" in str(w.message)]
+    assert count().get(timeout=10) == 1
