@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import sys
 import threading
+import warnings
 import weakref
 from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
 
@@ -19,6 +21,11 @@ from .telemetry import end_call
 R = TypeVar("R")
 
 _PENDING, _LAZY, _VALUE, _ERROR = range(4)
+
+IN_LOOP_GET = ("Future.get() blocks the running asyncio event loop of this thread until the "
+               "future settles (an active event loop cannot run meanwhile); use `await future` "
+               "or `future.as_asyncio()` there instead")
+"""Warned (UserWarning, as Monarch does) when a pending future's get() runs on a running loop."""
 
 
 class Future(Generic[R]):
@@ -100,8 +107,11 @@ class Future(Generic[R]):
         """Waits for and returns the value; raises the call's exception or `TimeoutError`.
         A timeout is None or a finite number of seconds >= 0 (ValueError otherwise, before
         anything starts; a settled future answers whatever the timeout)."""
-        if self._state == _PENDING and timeout is not None:
-            _check_timeout(timeout)
+        if self._state == _PENDING:
+            if timeout is not None:
+                _check_timeout(timeout)
+            if asyncio._get_running_loop() is not None and _from_user_code():
+                warnings.warn(IN_LOOP_GET, UserWarning, stacklevel=2)
         if self._starter is not None:
             self._start_deferred()
         if self._coro is not None:
@@ -155,7 +165,10 @@ class Future(Generic[R]):
         A settled future gives one already done; a coroutine not yet started runs on this
         loop. Cancelling what it returns cancels only that observer: the work goes on, and
         a later `get`, `await` or `as_asyncio` still sees its outcome."""
-        loop = asyncio.get_running_loop()
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            raise RuntimeError("as_asyncio() requires a running asyncio event loop: call it "
+                               "from a coroutine, or use get() outside one")
         observer: asyncio.Future[R] = loop.create_future()
         if self._state == _PENDING and self._coro is not None:
             with self._guard:
@@ -272,6 +285,16 @@ class Future(Generic[R]):
     def __repr__(self) -> str:
         state = {_PENDING: "pending", _LAZY: "done", _VALUE: "done", _ERROR: "failed"}
         return f"<Future {state[self._state]}>"
+
+
+def _from_user_code() -> bool:
+    """Whether the get() being run was called by code outside monarch (the runtime's own
+    blocking steps, a spawn_procs called from a coroutine, are not the user's to change)."""
+    frame: Any = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # result(), exception()
+    caller = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return not (caller == "monarch" or caller.startswith("monarch."))
 
 
 def _check_timeout(timeout: Any) -> None:

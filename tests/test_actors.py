@@ -239,8 +239,10 @@ def test_await_from_a_running_loop(procs):
     async def main() -> tuple[int, list[int]]:
         one = await mesh.slice(gpus=0).add.call_one(1, 1)
         many = await mesh.add.call(2, 2)
-        # .get() also works while a loop runs in this thread (Jupyter does this).
-        again = mesh.slice(gpus=1).add.call_one(5).get()
+        # .get() also works while a loop runs in this thread (Jupyter does this), with
+        # Monarch's warning that it blocks the loop
+        with pytest.warns(UserWarning, match="blocks the running asyncio event loop"):
+            again = mesh.slice(gpus=1).add.call_one(5).get()
         return one + again, list(many.values())
 
     assert asyncio.run(main()) == (7, [4, 4, 4, 4])

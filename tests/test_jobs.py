@@ -254,3 +254,19 @@ def test_exec_command_runs_on_the_hosts_and_returns_the_worst_exit_code(tmp_path
     assert exec_command(hosts, ["pwd"], workdir=str(tmp_path),
                         output_dir=str(out)).get(timeout=120) == 0
     assert (out / "stdout.txt").read_text().strip() == str(tmp_path)
+
+
+def test_exec_command_runs_a_python_command_with_the_hosts_interpreter(tmp_path, capfd):
+    """A `.py` file or `-m module` goes to BashActor.run_python: the host's own Python, the
+    env added, in the workdir."""
+    from monarch.job import exec_command
+
+    (tmp_path / "hello.py").write_text("import os, sys\n"
+                                       "print('py', os.environ['GREETING'], os.getcwd(),\n"
+                                       "      sys.executable)\nsys.exit(4)\n")
+    hosts = LocalJob().state(cached_path=None).hosts
+    code = exec_command(hosts, ["hello.py"], env={"GREETING": "hi"},
+                        workdir=str(tmp_path)).get(timeout=120)
+    assert code == 4
+    assert f"py hi {tmp_path} {sys.executable}" in capfd.readouterr().out
+    assert exec_command(hosts, ["-m", "json.tool", "--help"]).get(timeout=120) == 0

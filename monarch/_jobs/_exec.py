@@ -9,32 +9,17 @@ from __future__ import annotations
 
 import contextvars
 import os
-import shlex
 import sys
 import threading
 from typing import Any, Callable
 
 from .._future import Future
-from ._bash import BashActor
+from ._bash import BashActor, command_script, is_python
+
+__all__ = ["command_script", "exec_command", "in_thread", "stream_command"]
 
 HOST_FAILED = 255
 """The exit code counted for a host that failed before its command ended."""
-
-
-def command_script(cmd: list[str], env: dict[str, str] | None = None,
-                   workdir: str | None = None, client_cwd: str | None = None) -> str:
-    """The bash script that runs `cmd` (one string: shell text as is; several: quoted words)
-    with `env`, in `workdir` (or in the client's directory when the host has it)."""
-    lines = ["#!/bin/bash"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in (env or {}).items()]
-    if workdir:
-        lines.append(f"cd {shlex.quote(workdir)} || exit 1")
-    elif client_cwd:
-        lines.append(f"[ -d {shlex.quote(client_cwd)} ] && cd {shlex.quote(client_cwd)}")
-    if cmd and (cmd[0].endswith(".py") or cmd[0] == "-m"):
-        cmd = [sys.executable, *cmd]
-    lines.append(cmd[0] if len(cmd) == 1 else shlex.join(cmd))
-    return "\n".join(lines) + "\n"
 
 
 def exec_command(host_mesh: Any, cmd: list[str], env: dict[str, str] | None = None,
@@ -60,7 +45,7 @@ def exec_command(host_mesh: Any, cmd: list[str], env: dict[str, str] | None = No
         raise ValueError("rank and point are mutually exclusive")
     if not cmd:
         raise ValueError("exec_command needs a command")
-    script = command_script(list(cmd), env, workdir, os.getcwd())
+    cmd, client_cwd = list(cmd), os.getcwd()
 
     def run() -> int:
         target = host_mesh
@@ -71,9 +56,14 @@ def exec_command(host_mesh: Any, cmd: list[str], env: dict[str, str] | None = No
         procs = target.spawn_procs(per_host=per_host)
         try:
             actors = procs.spawn("BashActor", BashActor)
-            results = actors.run.call(script, output_dir=output_dir).get()
+            if is_python(cmd):  # with the hosts' own interpreter
+                call = actors.run_python.call(cmd, env=env, workdir=workdir,
+                                              client_cwd=client_cwd, output_dir=output_dir)
+            else:
+                call = actors.run.call(command_script(cmd, env, workdir, client_cwd),
+                                       output_dir=output_dir)
             worst = 0
-            for _, result in results.items():
+            for _, result in call.get():  # (point, result) of each rank
                 worst = max(worst, result.get("returncode", 1))
                 if output_dir is None:
                     sys.stdout.write(result.get("stdout", ""))

@@ -227,3 +227,22 @@ def test_a_future_never_observed_runs_nothing_and_warns_nothing():
         gc.collect()
     assert runs == [] and not [w for w in caught if "never awaited" in str(w.message)]
     assert count().get(timeout=10) == 1
+
+
+def test_get_on_a_running_loop_warns_while_pending_and_still_answers():
+    import warnings
+
+    async def body():
+        return 5
+
+    async def observe():
+        fut: Future[int] = Future._from_coro(body())
+        with pytest.warns(UserWarning, match="running asyncio event loop") as caught:
+            value = fut.get(timeout=10)
+        assert any("as_asyncio" in str(w.message) for w in caught)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert fut.get() == 5  # settled: no warning
+        return value
+
+    assert asyncio.run(observe()) == 5

@@ -83,6 +83,7 @@ ALIASES: dict[str, dict[str, str]] = {
         "JobTrait": "monarch.job:JobTrait", "JobState": "monarch.job:JobState",
         "LocalJob": "monarch.job:LocalJob", "ProcessState": "monarch.job:ProcessState",
         "job_load": "monarch.job:job_load", "job_loads": "monarch.job:job_loads",
+        "exec_command": "monarch.job:exec_command",
     },
     "monarch._src.job.slurm": {"SlurmJob": "monarch.job:SlurmJob"},
     # the debugger's command language: our parser's values, and its entry as Monarch calls it
