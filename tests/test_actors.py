@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 import os
 import pickle
 
@@ -239,9 +240,11 @@ def test_await_from_a_running_loop(procs):
     async def main() -> tuple[int, list[int]]:
         one = await mesh.slice(gpus=0).add.call_one(1, 1)
         many = await mesh.add.call(2, 2)
-        # .get() also works while a loop runs in this thread (Jupyter does this), with
-        # Monarch's warning that it blocks the loop
-        with pytest.warns(UserWarning, match="blocks the running asyncio event loop"):
+        # .get() also works while a loop runs in this thread (Jupyter does this); while the
+        # reply is pending it warns, as Monarch's does (tests/unit/test_future.py pins that:
+        # here the reply may already be in when get() starts)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
             again = mesh.slice(gpus=1).add.call_one(5).get()
         return one + again, list(many.values())
 
