@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import warnings
 import os
 import pickle
+import warnings
 
 import pytest
 from waiting import wait_until
