@@ -117,13 +117,16 @@ def test_an_invalid_timeout_is_refused_before_anything_starts(bad):
 
 
 async def test_as_asyncio_settled_is_done_at_once_and_a_cancelled_observer_spares_the_work():
+    gate = asyncio.Event()
+
     async def body():
-        await asyncio.sleep(0.01)
+        await gate.wait()
         return 5
 
     fut: Future[int] = Future._from_coro(body())
     first = fut.as_asyncio()
     assert first.cancel() and first.cancelled()  # only this observer
+    gate.set()
     assert await fut.as_asyncio() == 5 and await fut == 5 and fut.get() == 5
     settled = fut.as_asyncio()
     assert settled.done() and settled.result() == 5
@@ -190,7 +193,7 @@ async def test_cancelling_the_awaiter_cancels_the_body():
     async def body():
         started.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.get_running_loop().create_future()  # never settles
         except asyncio.CancelledError:
             cancelled.append(True)
             raise
