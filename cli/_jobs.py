@@ -154,7 +154,8 @@ def exec_(cmd: list[str] = typer.Argument(..., help="The command (one argument: 
           ) -> None:
     """Runs a shell command on the job's hosts (default: the first host of the first mesh),
     streaming its output; exits with the largest exit code."""
-    from monarch._jobs._exec import command_script, stream_command
+    from monarch._jobs._bash import command_script
+    from monarch._jobs._exec import stream_command
 
     if mesh is not None and every:
         fail("--mesh and --all exclude each other", 2)

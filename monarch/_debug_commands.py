@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ._selection import split_top
+
 Ranks = Union[int, list, range, dict]
 """What a `cast` selects: a rank, ranks, a range, or per-dimension ones of those."""
 
@@ -109,7 +111,7 @@ def parse_ranks(spec: str) -> Ranks:
     """The selection a `ranks(...)` spec spells (see the module docstring)."""
     if "=" in spec:
         dims: dict[str, Any] = {}
-        for part in _split_top(spec):
+        for part in split_top(spec):
             dim = _DIM.fullmatch(part)
             if dim is None or dim.group(1) in dims:
                 raise DebugCommandError(f"not a dimension selection: {part.strip()!r}")
@@ -148,17 +150,6 @@ def _int_list(text: str) -> list[int]:
             raise DebugCommandError(f"not a list of ranks: {text.strip()!r}")
         ranks.append(int(whole.group(1)))
     return ranks
-
-
-def _split_top(spec: str) -> list[str]:
-    """`spec` split at the commas outside parentheses."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(spec):
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            parts.append(spec[start:i])
-            start = i + 1
-    return parts + [spec[start:]]
 
 
 def selects(ranks: Ranks, rank: int, coords: dict[str, int]) -> bool:

@@ -142,12 +142,9 @@ class Future(Generic[R]):
         if self._starter is not None:
             self._start_deferred()
         if self._coro is not None and self._state == _PENDING:
-            with self._guard:
-                body, self._coro = self._coro, None
-            if body is not None:  # on the awaiting loop; cancelling the awaiter cancels it
-                coro, ctx = body
-                yield from asyncio.get_running_loop().create_task(
-                    self._drive(coro), context=ctx).__await__()
+            task = self._start_body(asyncio.get_running_loop())
+            if task is not None:  # on the awaiting loop; cancelling the awaiter cancels it
+                yield from task.__await__()
         if self._state == _PENDING:
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
@@ -171,10 +168,7 @@ class Future(Generic[R]):
                                "from a coroutine, or use get() outside one")
         observer: asyncio.Future[R] = loop.create_future()
         if self._state == _PENDING and self._coro is not None:
-            with self._guard:
-                body, self._coro = self._coro, None
-            if body is not None:  # the body itself, a task of this loop, held till it ends
-                _hold(loop.create_task(self._drive(body[0]), context=body[1]))
+            self._start_body(loop)  # the body itself, a task of this loop
         if self._state == _PENDING and self._starter is not None:
             _hold(loop.create_task(self._observed_here()))  # the work, on this loop
         self.add_done_callback(lambda: _copy_soon(loop, observer, self))
@@ -256,12 +250,29 @@ class Future(Generic[R]):
         return self._value
 
     def _start_coro(self) -> None:
-        with self._guard:
-            body, self._coro = self._coro, None
+        body = self._take_body()  # taken here: the first observer owns it
         if body is not None:
             loop = background_loop()
-            loop.call_soon_threadsafe(lambda: _hold(loop.create_task(self._drive(body[0]),
-                                                                     context=body[1])))
+            loop.call_soon_threadsafe(self._run_body, loop, body)
+
+    def _start_body(self, loop: asyncio.AbstractEventLoop) -> asyncio.Task[None] | None:
+        """Starts the coroutine body as a task of `loop` (called on that loop's thread),
+        unless an observer took it already."""
+        body = self._take_body()
+        return None if body is None else self._run_body(loop, body)
+
+    def _take_body(self) -> tuple[Coroutine[Any, Any, R], contextvars.Context] | None:
+        with self._guard:
+            body, self._coro = self._coro, None
+        return body
+
+    def _run_body(self, loop: asyncio.AbstractEventLoop,
+                  body: tuple[Coroutine[Any, Any, R], contextvars.Context]) -> asyncio.Task[None]:
+        """The body as a task of `loop`, in the context of the call; held until it ends."""
+        coro, ctx = body
+        task = loop.create_task(self._drive(coro), context=ctx)
+        _hold(task)
+        return task
 
     async def _drive(self, coro: Coroutine[Any, Any, R]) -> None:
         """Runs `coro` and settles with its outcome, whatever it raises: a BaseException

@@ -43,7 +43,7 @@ def parse_selection(selection: str) -> list[tuple[str, str]]:
     if text.count("(") != text.count(")"):
         raise SelectionError(f"{selection.strip()!r}: unbalanced parentheses")
     items: list[tuple[str, str]] = []
-    for part in _split_top(text):
+    for part in [p.strip() for p in split_top(text) if p.strip()]:
         label, sep, value = part.partition("=")
         label, value = label.strip(), value.strip()
         if not sep or not label or not value:
@@ -55,15 +55,16 @@ def parse_selection(selection: str) -> list[tuple[str, str]]:
     return items
 
 
-def _split_top(text: str) -> list[str]:
+def split_top(text: str) -> list[str]:
+    """`text` split at the commas outside parentheses, every part as it is (an empty one
+    included: callers say whether it is an error)."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += (ch == "(") - (ch == ")")
         if ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
+    return parts + [text[start:]]
 
 
 def _values(label: str, text: str, size: int) -> list[int]:

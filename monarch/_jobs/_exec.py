@@ -16,8 +16,6 @@ from typing import Any, Callable
 from .._future import Future
 from ._bash import BashActor, command_script, is_python
 
-__all__ = ["command_script", "exec_command", "in_thread", "stream_command"]
-
 HOST_FAILED = 255
 """The exit code counted for a host that failed before its command ended."""
 
