@@ -267,7 +267,7 @@ def _watch(args: argparse.Namespace, run_dir: str, watch: Watch, child: Any,
             watch.survivor = job.get("survivor")
         elif "summary" in item:
             summary = item["summary"]
-        elif "fault" in item or "progress" in item:
+        elif "fault" in item or "progress" in item or "census" in item:
             print(f"soak: {line.strip()}", flush=True)
     rc = child.wait()
     timer.cancel()

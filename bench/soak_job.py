@@ -244,11 +244,16 @@ class Soak:
     async def progress(self) -> None:
         from monarch._controller._job import current_job
 
+        census = os.environ.get("SOAK_CENSUS") == "1"
+        tick = 0
         while self.running():
             await asyncio.sleep(10)
+            tick += 1
             stats = current_job().store.statistics()
             emit(progress=dict(self.counts, faults=len(self.faults),
                                store_mb=round(sum(stats.held_bytes.values()) / 1e6, 1)))
+            if census and tick % 6 == 0:
+                emit(census=_census(stats))
 
     async def run(self) -> None:
         monarch.actor.unhandled_fault_hook = lambda failure: self.note_failure(failure.name)
@@ -265,6 +270,17 @@ class Soak:
         self.counts["errors"] += len(errors)
         emit(summary={"counts": self.counts, "acked": self.acked, "faults": self.faults,
                       "errors": errors, "failures": list(self.failures)[-20:]})
+
+
+def _census(stats: Any) -> dict[str, Any]:
+    """What the controller holds, for finding a slow growth (SOAK_CENSUS=1: once a minute,
+    ~0.5 s with the GIL held): the store's parts in bytes and the most numerous object types."""
+    import collections
+    import gc
+
+    types = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    return {"held": {k: round(v / 1e6, 2) for k, v in stats.held_bytes.items()},
+            "objects": sum(types.values()), "top": dict(types.most_common(15))}
 
 
 def _alive(pid: int) -> bool:
