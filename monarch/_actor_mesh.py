@@ -7,6 +7,8 @@ message to the first rank of the view; the procs fan it out (see `_process`).
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 from typing import Any, Generic, TypeVar
 
@@ -74,8 +76,9 @@ class ActorMesh(OnView, Generic[A]):
         sender = _context.context().actor_instance._sender
         frames = _pack(args, kwargs, self._mesh_name, method)
         info = CallInfo(self._mesh_name, method, self._label_at)
-        span = telemetry.begin_call(self._mesh_name, method, mode) if _instrument.ENABLED \
-            else None
+        span = telemetry.begin_call(self._mesh_name, method, mode,
+                                    (self._mesh_id, sender, self._view_json)) \
+            if _instrument.ENABLED else None
         trace = span[1:3] if span is not None else None
         if mode == "broadcast" or mode.startswith("port:"):
             reply_to = None if port is None else (port._address, port._port_id)
@@ -148,6 +151,14 @@ class ActorMesh(OnView, Generic[A]):
         return self._with(self._view.slice(**dict(coords)))
 
     # -- geometry --------------------------------------------------------------------------
+    @functools.cached_property
+    def _view_json(self) -> str:
+        """The view calls are cast to, as Monarch's region JSON (`sent_messages.view_json`)."""
+        view = self._view
+        return json.dumps({"labels": list(view.labels), "slice": {
+            "offset": view.offset, "sizes": list(view.sizes), "strides": list(view.strides)}},
+            separators=(",", ":"))
+
     def _with(self, view: View) -> "ActorMesh[A]":
         return ActorMesh(mesh_id=self._mesh_id, name=self._mesh_name, class_name=self._class_name,
                          endpoints=self._endpoints, methods=self._methods, procs=self._procs,

@@ -37,7 +37,7 @@ class Future(Generic[R]):
     """
 
     __slots__ = ("_lock", "_state", "_value", "_callbacks", "_coro", "_guard", "_fails",
-                 "_starter", "_span", "_gather", "__weakref__")
+                 "_starter", "_span", "_gather", "_unobserved", "__weakref__")
 
     def __init__(self) -> None:
         raise TypeError("Future objects are returned by Monarch operations (an endpoint call, "
@@ -73,6 +73,9 @@ class Future(Generic[R]):
         self._span: Any = None
         """The caller's span (`telemetry.begin_call`) this future ends when it settles."""
         self._gather: Any = None
+        self._unobserved = False
+        """Work started in the background (`exec_command`): its first `get()` on a running
+        loop warns even when the work is done, as Monarch's first observation of a task does."""
         """The sink of the replies that settle it, when there are several (`_gather`);
         dropped when it settles."""
         # Held while pending: waiters block on it; settling releases it.
@@ -107,7 +110,8 @@ class Future(Generic[R]):
         """Waits for and returns the value; raises the call's exception or `TimeoutError`.
         A timeout is None or a finite number of seconds >= 0 (ValueError otherwise, before
         anything starts; a settled future answers whatever the timeout)."""
-        if self._state == _PENDING:
+        if self._state == _PENDING or self._unobserved:
+            self._unobserved = False
             if timeout is not None:
                 _check_timeout(timeout)
             if asyncio._get_running_loop() is not None and _from_user_code():
@@ -139,6 +143,7 @@ class Future(Generic[R]):
         return self._state != _PENDING
 
     def __await__(self) -> Generator[Any, None, R]:
+        self._unobserved = False
         if self._starter is not None:
             self._start_deferred()
         if self._coro is not None and self._state == _PENDING:
@@ -162,6 +167,7 @@ class Future(Generic[R]):
         A settled future gives one already done; a coroutine not yet started runs on this
         loop. Cancelling what it returns cancels only that observer: the work goes on, and
         a later `get`, `await` or `as_asyncio` still sees its outcome."""
+        self._unobserved = False
         loop = asyncio._get_running_loop()
         if loop is None:
             raise RuntimeError("as_asyncio() requires a running asyncio event loop: call it "

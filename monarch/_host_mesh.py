@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 from typing import Any, Callable
 
@@ -42,8 +43,12 @@ class HostMesh(OnView):
 
     def __init__(self, *, hosts: tuple[str, ...], full: View, view: View,
                  launch: BootstrapCommand | None = None, attached: Future[Any] | None = None,
-                 owned: bool = True, life: _Lifecycle | None = None) -> None:
+                 owned: bool = True, life: _Lifecycle | None = None, name: str = "hosts",
+                 mesh_id: str | None = None) -> None:
         self._hosts = hosts
+        self._mesh_name = name
+        self._mesh_id = mesh_id or f"{name}-{secrets.token_hex(3)}"
+        """Its identity in the telemetry (`meshes`): slices and copies keep it."""
         self._full = full
         self._view = view
         self._launch = launch
@@ -94,7 +99,9 @@ class HostMesh(OnView):
         procs, table = _services.call(
             "spawn_procs", hosts, labels, sizes, name, bootstrap, owner.actor_id,
             runtime.address if runtime else "", launches, binds,
-            self._launch.to_wire() if self._launch else None).get()  # the job bounds it
+            self._launch.to_wire() if self._launch else None,
+            (self._mesh_id, self._mesh_name, list(self._full.labels), list(self._full.sizes),
+             self._view.to_wire())).get()  # the job bounds it
         mesh = ProcMesh(procs=procs, table=tuple(table), full=full, view=full, host_mesh=self)
         if owner._slot is not None:
             owner._slot.own(mesh)  # its descendants: stopped with it
@@ -143,7 +150,8 @@ class HostMesh(OnView):
 
     def _with(self, view: View) -> "HostMesh":
         return HostMesh(hosts=self._hosts, full=self._full, view=view, launch=self._launch,
-                        attached=self._attached, owned=False, life=self._life)
+                        attached=self._attached, owned=False, life=self._life,
+                        name=self._mesh_name, mesh_id=self._mesh_id)
 
     def with_python_executable(self, python_executable: str) -> "HostMesh":
         """The same hosts, whose new procs run `python_executable` (a path on the hosts, or a
@@ -153,7 +161,8 @@ class HostMesh(OnView):
             raise ValueError(f"python_executable must be a path, got {python_executable!r}")
         return HostMesh(hosts=self._hosts, full=self._full, view=self._view,
                         launch=python_command(python_executable), attached=self._attached,
-                        owned=self._owned, life=self._life)
+                        owned=self._owned, life=self._life, name=self._mesh_name,
+                        mesh_id=self._mesh_id)
 
     def sync_workspace(self, workspace: Any = None, conda: bool = False,
                        auto_reload: bool = False, *, path: Any = None) -> Future[Any]:
@@ -232,7 +241,7 @@ class HostMesh(OnView):
 
     def __reduce__(self) -> Any:  # the receiver holds a reference, not the hosts
         return _rebuild, (self._hosts, self._full.to_wire(), self._view.to_wire(),
-                          self._launch)
+                          self._launch, self._mesh_name, self._mesh_id)
 
     def __repr__(self) -> str:
         return f"HostMesh({self.extent})"
@@ -293,9 +302,10 @@ def _settle(source: Future[Any], out: Future[None]) -> None:
         out.set_result(None)
 
 
-def _rebuild(hosts: tuple, full: tuple, view: tuple, launch: Any = None) -> HostMesh:
+def _rebuild(hosts: tuple, full: tuple, view: tuple, launch: Any = None, name: str = "hosts",
+             mesh_id: str | None = None) -> HostMesh:
     return HostMesh(hosts=tuple(hosts), full=View.from_wire(full), view=View.from_wire(view),
-                    launch=launch, owned=False)
+                    launch=launch, owned=False, name=name, mesh_id=mesh_id)
 
 
 def local_host_mesh(host_id: str, launch: dict[str, Any] | None = None,
@@ -306,4 +316,5 @@ def local_host_mesh(host_id: str, launch: dict[str, Any] | None = None,
     if launch is not None:
         command = BootstrapCommand(launch["program"], launch["argv"][0], launch["argv"][1:],
                                    launch["env"], launch["inherit_env"])
-    return HostMesh(hosts=(host_id,), full=view, view=view, launch=command, owned=owned)
+    return HostMesh(hosts=(host_id,), full=view, view=view, launch=command, owned=owned,
+                    name="local")

@@ -99,12 +99,17 @@ class ActorSlot:
         """Run the next message under a remote pdb that stops at its first line."""
         self._control: collections.deque[dict[str, Any]] = collections.deque()
         """Failures of owned meshes waiting for `__supervise__` (appended by the I/O thread)."""
+        self.lifecycle: collections.deque[tuple[int, str, str]] = collections.deque(
+            ((_time_ns(), "created", ""),))
+        """(time_ns, event, reason) of each step of its life not yet shipped: created,
+        initializing, running, stopping, then stopped or failed (the shipper takes them)."""
         self._stopping = False
         """A stop was requested: failures not yet taken for `__supervise__` are dropped."""
         self._initialized = False
         """`__init__` returned: `__cleanup__` runs when the actor ends (stopped or failed)."""
         self._cleaned = False
         self._fail_exc: BaseException | None = None
+        self._fail_reason = ""
         """The exception that failed the actor (given to `__cleanup__`)."""
         self._inflight: list[Call] = []
         """Calls being handled now; a failure of the actor answers them at once."""
@@ -113,11 +118,13 @@ class ActorSlot:
         """Meshes (actor and proc) this actor spawned: its descendants, stopped with it."""
         # What it runs now and what waits (read, not locked, by the shipper on the I/O thread):
         self.running: dict[int, tuple[Any, ...]] = {}
-        """id(msg) -> (method, start_ns, sender, trace, bytes) of each handler running now."""
+        """id(msg) -> (method, start_ns, sender, trace, bytes, sent_hlc) of each handler
+        running now (sent_hlc: the sender's clock when it sent the message)."""
         self.waiting: deque[str] = deque()
         """Methods of the calls queued behind them, oldest first."""
         self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
-        """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes), newest last."""
+        """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes, sent_hlc),
+        newest last."""
         self.recorded = 0
         """Messages ever put in the flight recorder."""
         self._sites: dict[str, Any] = {}
@@ -144,6 +151,8 @@ class ActorSlot:
     def request_stop(self, reason: str, port: tuple | None = None) -> None:
         """Stops after the messages already queued; `__cleanup__` runs first. Failures of
         owned meshes not yet taken for `__supervise__` are dropped (as in Monarch)."""
+        if not self._stopping and self.state not in (FAILED_STATE, STOPPED):
+            self.lifecycle.append((_time_ns(), "stopping", reason))
         self._stopping = True
         self._control.clear()
         self._enqueue((_STOP, (reason, port)))
@@ -169,6 +178,7 @@ class ActorSlot:
     # -- the actor's thread ----------------------------------------------------------------
     def construct(self) -> None:
         """Unpickles the class and arguments and runs `__init__`."""
+        self.lifecycle.append((_time_ns(), "initializing", ""))
         _instrument.tag_actor(self)
         try:
             frames = self._spec_frames
@@ -189,6 +199,7 @@ class ActorSlot:
         with self._lock:
             if self.state == STARTING:
                 self.state = RUNNING
+                self.lifecycle.append((_time_ns(), "running", ""))
         _instrument.actor_spawned(self)
 
     def prepare(self, msg: Call, frames: list[Any]) -> tuple[Any, tuple, dict, Context] | None:
@@ -237,7 +248,8 @@ class ActorSlot:
             span = begin_invocation(site, msg.trace, nbytes)  # child of the caller's span
         else:
             span = None
-        self.running[id(msg)] = (msg.method, _time_ns(), msg.sender, msg.trace, nbytes)
+        self.running[id(msg)] = (msg.method, _time_ns(), msg.sender, msg.trace, nbytes,
+                                 msg.hlc)
         self._inflight.append(msg)
         return token, span, time.perf_counter()
 
@@ -274,8 +286,8 @@ class ActorSlot:
             outcome = "cancelled" if dropped else "ok" if error is None else "error"
             if span is not None:  # counts the message, its latency and its bytes
                 end_invocation(span, outcome)
-            method, start, sender, _, nbytes = self.running.pop(id(msg))
-            self.recent.append((method, sender, start, _time_ns(), outcome, nbytes))
+            method, start, sender, _, nbytes, sent = self.running.pop(id(msg))
+            self.recent.append((method, sender, start, _time_ns(), outcome, nbytes, sent))
             self.recorded += 1
             leave(token)
 
@@ -325,7 +337,10 @@ class ActorSlot:
             self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
                             f"  {_indent(reason)}")
             self._fail_exc = exc
+            self._fail_reason = reason
             inflight, self._inflight = self._inflight, []
+            if not self._stopping:
+                self.lifecycle.append((_time_ns(), "stopping", reason))
         self._control.clear()
         _instrument.count_failure("user")
         report = {"mesh": self.header.mesh, "mesh_name": self.header.name,
@@ -378,9 +393,14 @@ class ActorSlot:
             self.state = STOPPED
             self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
                             f"  {reason}")
+            self.lifecycle.append((_time_ns(), "stopped", reason))
         self._control.clear()
         self.runtime.notify(self.header.controller, "actor_stopped",
                             {"mesh": self.header.mesh, "rank": self.rank.rank})
+
+    def ended_failed(self) -> None:
+        """Notes the end of a failed actor (its cleanup ran), with the reason it failed."""
+        self.lifecycle.append((_time_ns(), "failed", self._fail_reason))
 
     def cleanup(self) -> Any:
         """Calls `__cleanup__` once, if `__init__` had returned: with None when the actor
@@ -532,6 +552,7 @@ class SyncSlot(ActorSlot):
                     self.cleanup()
                 except Exception:  # noqa: BLE001 - the actor has failed already
                     traceback.print_exc()
+                self.ended_failed()
                 self._drain_refusing()
                 return
             if self._control:
@@ -721,6 +742,7 @@ class AsyncSlot(ActorSlot):
 
     async def _end_failed(self) -> None:
         await self._tasks_then_cleanup()
+        self.ended_failed()
         self._answer_pending()
         self._loop.stop()  # the actor is done: its loop thread ends
 

@@ -172,9 +172,11 @@ def actor_sampler(runtime: Any, recorder: Any, queue_depth: bool = True) -> Call
                 if last_depth.get(actor) != depth:
                     last_depth[actor] = depth
                     telemetry.set_queue_depth(actor, depth)
-            status = actor_status(slot, source)
+            lifecycle = slot.lifecycle
+            events = tuple(lifecycle.popleft() for _ in range(len(lifecycle)))
+            status = actor_status(slot, source, events)
             key = (status.state, status.running, status.queued, status.queued_methods)
-            if last_status.get(actor) != key:
+            if last_status.get(actor) != key or events:
                 last_status[actor] = key
                 recorder.add_actor_status(status)
             new = slot.recorded - shipped.get(actor, 0)
@@ -185,8 +187,9 @@ def actor_sampler(runtime: Any, recorder: Any, queue_depth: bool = True) -> Call
     return sample
 
 
-def actor_status(slot: Any, source: str) -> telemetry.ActorStatus:
-    """What `slot` runs now and what waits behind it (read without a lock: a copy made in C)."""
+def actor_status(slot: Any, source: str, events: tuple = ()) -> telemetry.ActorStatus:
+    """What `slot` runs now and what waits behind it (read without a lock: a copy made in C),
+    with the steps of its life taken from it since the last status (`events`)."""
     running = sorted(list(slot.running.values()), key=lambda r: r[1])
     waiting = list(slot.waiting)
     header = slot.header
@@ -194,8 +197,8 @@ def actor_status(slot: Any, source: str) -> telemetry.ActorStatus:
         slot.instance.actor_id, header.mesh, header.name, slot.rank.rank, header.class_name,
         slot.state, tuple(telemetry.RunningHandler(
             method, start, str(sender), trace[0].hex() if trace and trace[0] else None, nbytes)
-            for method, start, sender, trace, nbytes in running),
-        len(waiting), tuple(waiting[:QUEUED_SHOWN]), time.time_ns(), source)
+            for method, start, sender, trace, nbytes, *_ in running),
+        len(waiting), tuple(waiting[:QUEUED_SHOWN]), time.time_ns(), source, events)
 
 
 QUEUED_SHOWN = 16

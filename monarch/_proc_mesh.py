@@ -80,6 +80,7 @@ class ProcMesh(OnView):
             "mesh": mesh_id, "name": name, "class_name": class_name, "owner": runtime.address,
             "owner_id": owner.actor_id, "procs": self._procs,
             "labels": list(view.labels), "sizes": list(view.sizes),
+            "view": [list(view.labels), view.offset, list(view.sizes), list(view.strides)],
             "actors": [[i, f"{self._procs}-{rank}",
                         actor_label(owner.label, class_name, name, view.point(i))]
                        for i, rank in enumerate(self._ranks)]})

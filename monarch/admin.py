@@ -308,16 +308,29 @@ class AdminClient:
         they were written; None when the job keeps none)."""
         return self._get("/v1/stats")
 
-    def query(self, sql: str, limit: int | None = None) -> Any:
+    def query(self, sql: str, limit: int | None = None, schema: str = "pymonarch",
+              retention_s: float | None = None) -> Any:
         """Runs SQL (Apache DataFusion) over the job's telemetry tables (``actors``,
         ``actor_status_events``, ``messages``, ``spans``, ``logs``, ``metrics``,
         ``transfers``, ``failures``; columns in docs/QUERY.md) and returns a pyarrow Table.
-        A statement the engine refuses raises AdminError (status 400) with its message."""
+        ``schema="monarch"``: torchmonarch's tables instead (``actors``, ``meshes``,
+        ``messages``, ``sent_messages``, ``metric_sums``, ...; docs/QUERY.md), of the last
+        ``retention_s`` seconds. A statement the engine refuses raises AdminError (status
+        400) with its message."""
         import pyarrow as pa
 
-        payload = self._request("POST", "/v1/query", body={"sql": sql, "limit": limit},
-                                timeout=120)[1]
+        payload = self._request("POST", "/v1/query", body={
+            "sql": sql, "limit": limit, "schema": schema, "retention_s": retention_s},
+            timeout=120)[1]
         return pa.ipc.open_stream(payload).read_all()
+
+    def store_pyspy_dump(self, dump_id: str, proc_ref: str,
+                         pyspy_result_json: str) -> dict[str, Any]:
+        """Keeps a py-spy dump (its JSON) for SQL: Monarch's ``pyspy_dumps``,
+        ``pyspy_stack_traces``, ``pyspy_frames`` and ``pyspy_local_variables`` tables."""
+        return json.loads(self._request("POST", "/v1/pyspy", body={
+            "dump_id": dump_id, "proc_ref": proc_ref,
+            "pyspy_result_json": pyspy_result_json})[1])
 
     def actor(self, mesh: str, rank: int, limit: int = 64) -> dict[str, Any]:
         """One actor: state, counters, what it runs now (``running``: method, running_s,

@@ -24,6 +24,7 @@ from ._jobs._port_forward import PortForwarder
 from ._jobs._process import ProcessJob, ProcessState
 from ._jobs._project import hosts_from_config, load_current_job, set_current_job
 from ._jobs._slurm import SlurmJob
+from ._jobs._telemetry import MeshAdminConfig, QueryEngineClient, TelemetryConfig
 from ._jobs._trait import (DEFAULT_JOB_PATH, BatchJob, JobState, JobTrait, LocalJob, job_load,
                            job_loads)
 
@@ -34,10 +35,13 @@ __all__ = [
     "JobState",
     "JobTrait",
     "LocalJob",
+    "MeshAdminConfig",
     "PortForwarder",
     "ProcessJob",
     "ProcessState",
+    "QueryEngineClient",
     "SlurmJob",
+    "TelemetryConfig",
     "exec_command",
     "hosts_from_config",
     "job_load",

@@ -59,6 +59,7 @@ from ._records import (
     StatusEvent,
     TransferRecord,
 )
+from ._meshbook import MeshEvent
 from ._sites import SpanSite, call_site, invocation_site
 from ._spans import (
     SiteSpan,
@@ -84,6 +85,7 @@ __all__ = [
     "FoldedLine",
     "HybridClock",
     "LogRecord",
+    "MeshEvent",
     "LoggingCapture",
     "MessageRecord",
     "MetricPoint",

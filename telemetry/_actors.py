@@ -4,7 +4,8 @@ changes in its life (status events, stalls included).
 
 Flight-recorder entries travel and are kept as *groups*, one per actor and shipment:
 ``[actor, mesh_name, rank, source, entries]`` with each entry ``[method, sender, start_ns,
-end_ns, outcome, nbytes]`` (see `message_group`). Taking a group costs the same whatever its
+end_ns, outcome, nbytes, sent_hlc]`` (see `message_group`; ``sent_hlc``, the sender's clock when
+it sent the message, 0 or missing when not known). Taking a group costs the same whatever its
 size, so a mesh of many busy actors does not make the controller pay per message handled;
 entries become `MessageRecord`s (or table rows) only when asked for, and a malformed entry is
 skipped then.
@@ -93,7 +94,12 @@ class ActorBook:
             gone = next(iter(self.statuses))
             del self.statuses[gone]
             self._stalled.pop(gone, None)
-        if previous is None or previous.state != status.state:
+        if status.events:  # the steps as they happened, not as sampled
+            for time_ns, event, reason in status.events:
+                self.event(StatusEvent(time_ns, status.actor, status.mesh_name, status.rank,
+                                       event, reason, status.source))
+            self.statuses[status.actor] = dataclasses.replace(status, events=())
+        elif previous is None or previous.state != status.state:
             self.event(StatusEvent(status.time_ns, status.actor, status.mesh_name, status.rank,
                                    status.state, "", status.source))
         stalled = self._stalled.get(status.actor)
@@ -134,14 +140,17 @@ def message_group(actor: str, mesh_name: str, rank: int, entries: list[Any],
 class Entries:
     """A group's flight-recorder entries as columns: method, sender and outcome as shared
     (interned) strings, start_ns, end_ns and nbytes as int64 arrays. An entry costs ~50 bytes
-    kept this way; as the lists msgpack decodes, with a string object per field, ~360."""
+    kept this way; as the lists msgpack decodes, with a string object per field, ~360.
+    ``sents`` holds each message's HLC stamp at its sender (0: not known)."""
 
-    __slots__ = ("ends", "methods", "nbytes", "outcomes", "senders", "starts")
+    __slots__ = ("ends", "methods", "nbytes", "outcomes", "senders", "sents", "starts")
 
     def __init__(self, methods: tuple[str, ...], senders: tuple[str, ...], starts: array[int],
-                 ends: array[int], outcomes: tuple[str, ...], nbytes: array[int]) -> None:
+                 ends: array[int], outcomes: tuple[str, ...], nbytes: array[int],
+                 sents: array[int] | None = None) -> None:
         self.methods, self.senders, self.outcomes = methods, senders, outcomes
         self.starts, self.ends, self.nbytes = starts, ends, nbytes
+        self.sents = sents if sents is not None else array("q", bytes(8 * len(starts)))
 
     @classmethod
     def read(cls, entries: Any) -> tuple[Entries, int]:
@@ -149,21 +158,21 @@ class Entries:
         text, start and end int, nbytes an int (else 0), sender any (kept as text)."""
         good: Any = entries
         try:
-            methods, senders, starts, ends, outcomes, nbytes = _columns(entries)
+            methods, senders, starts, ends, outcomes, nbytes, sents = _columns(entries)
             if not (_only(str, methods) and _only(str, outcomes) and _only(int, starts)
-                    and _only(int, ends) and _only(int, nbytes)):
+                    and _only(int, ends) and _only(int, nbytes) and _only(int, sents)):
                 raise TypeError
         except (TypeError, ValueError):  # not all well formed: row by row
             good = [row for row in map(_row, entries) if row is not None]
-            methods, senders, starts, ends, outcomes, nbytes = _columns(good)
+            methods, senders, starts, ends, outcomes, nbytes, sents = _columns(good)
         try:
             return cls(tuple(map(sys.intern, methods)),
                        tuple(map(sys.intern, map(str, senders))), array("q", starts),
                        array("q", ends), tuple(map(sys.intern, outcomes)),
-                       array("q", nbytes)), len(entries) - len(good)
+                       array("q", nbytes), array("q", sents)), len(entries) - len(good)
         except OverflowError:  # a number past int64: keep the entries that fit
-            fits = [row for row in zip(methods, senders, starts, ends, outcomes, nbytes)
-                    if all(-2**63 <= v < 2**63 for v in row[2:4]) and -2**63 <= row[5] < 2**63]
+            fits = [row for row in zip(methods, senders, starts, ends, outcomes, nbytes, sents)
+                    if all(-2**63 <= v < 2**63 for v in (*row[2:4], row[5], row[6]))]
             kept, _ = cls.read(fits)
             return kept, len(entries) - len(kept)
 
@@ -172,7 +181,7 @@ class Entries:
 
     def __getitem__(self, cut: slice) -> Entries:
         return Entries(self.methods[cut], self.senders[cut], self.starts[cut], self.ends[cut],
-                       self.outcomes[cut], self.nbytes[cut])
+                       self.outcomes[cut], self.nbytes[cut], self.sents[cut])
 
     def __iter__(self) -> Any:
         """Each entry as ``(method, sender, start_ns, end_ns, outcome, nbytes)``."""
@@ -181,16 +190,20 @@ class Entries:
 
 
 def _columns(entries: Any) -> list[Any]:
-    """The first six columns of ``entries`` (six empty ones for none).
+    """The seven columns of ``entries`` (seven empty ones for none); a missing seventh
+    (``sent_hlc``, which older senders did not ship) reads as zeros.
 
     Raises:
         TypeError, ValueError: an entry is not a sequence of at least six.
     """
     if not entries:
-        return [(), (), (), (), (), ()]
-    if min(map(len, entries)) < 6:
+        return [(), (), (), (), (), (), ()]
+    shortest = min(map(len, entries))
+    if shortest < 6:
         raise ValueError("an entry of fewer than six fields")
-    return list(zip(*entries))[:6]
+    if shortest >= 7:
+        return list(zip(*entries))[:7]
+    return [*list(zip(*entries))[:6], tuple(e[6] if len(e) > 6 else 0 for e in entries)]
 
 
 def _only(kind: type, column: Any) -> bool:
@@ -201,12 +214,14 @@ def _row(entry: Any) -> tuple[Any, ...] | None:
     """One shipped entry as a row, or None when it does not read."""
     try:
         method, sender, start, end, outcome, nbytes = entry[:6]
+        sent = entry[6] if len(entry) > 6 else 0
     except (TypeError, ValueError):
         return None
     if not (type(method) is str and type(outcome) is str and type(start) is int
             and type(end) is int):
         return None
-    return method, sender, start, end, outcome, nbytes if type(nbytes) is int else 0
+    return (method, sender, start, end, outcome, nbytes if type(nbytes) is int else 0,
+            sent if type(sent) is int else 0)
 
 
 def read_message_groups(groups: Any, source: str) -> tuple[list[MessageGroup], int]:

@@ -33,7 +33,7 @@ SPAN_BYTES = 72
 and end 16, indices and value ~24."""
 SPAN_RECORD_BYTES = 640
 """A span kept as a `SpanRecord` (user spans, spans of the controller): object, ids, dict."""
-ENTRY_BYTES = 56
+ENTRY_BYTES = 64
 """A flight-recorder entry kept as columns (`_actors.Entries`): three shared strings by
 reference, three int64."""
 GROUP_BYTES = 600

@@ -125,9 +125,14 @@ class Recorder:
         self._add("failure", record)
 
     def add_actor_status(self, status: ActorStatus) -> None:
-        """Buffers an actor's status (a newer one of the same actor replaces it)."""
+        """Buffers an actor's status (a newer one of the same actor replaces it, and carries
+        the steps of its life the older one had)."""
+        wire = status.to_wire()
         with self._drain_lock:
-            self._statuses[status.actor] = status.to_wire()
+            older = self._statuses.get(status.actor)
+            if older is not None and len(older) > 11 and older[11]:
+                wire[11] = older[11] + wire[11]
+            self._statuses[status.actor] = wire
 
     def add_message_group(self, group: list[Any]) -> None:
         """Buffers one actor's handled messages (flight-recorder entries, a `message_group`);

@@ -279,6 +279,8 @@ class ActorStatus:
         queued_methods: the methods of the first waiting messages, oldest first.
         time_ns: when this was sampled.
         source: the process that reported it.
+        events: (time_ns, event, reason) of each step of its life since its last status
+            (created, initializing, running, stopping, stopped, failed), as it happened.
     """
 
     actor: str
@@ -292,12 +294,13 @@ class ActorStatus:
     queued_methods: tuple[str, ...] = ()
     time_ns: int = 0
     source: str = ""
+    events: tuple[tuple[int, str, str], ...] = ()
 
     KIND: ClassVar[str] = "actor_status"
 
     def to_wire(self) -> list[Any]:
         """Returns the msgpack-friendly list form."""
-        wire = _wire_of(self, 11)
+        wire = _wire_of(self, 12)
         wire[6] = [h.to_wire() for h in self.running]
         wire[8] = list(self.queued_methods)
         return wire
@@ -306,9 +309,11 @@ class ActorStatus:
     def from_wire(cls, wire: list[Any]) -> ActorStatus:
         """Rebuilds a record from `to_wire` output."""
         actor, mesh, name, rank, cls_name, state, running, queued, methods, t, source = wire[:11]
+        events = tuple((int(e[0]), str(e[1]), str(e[2])) for e in wire[11]) \
+            if len(wire) > 11 else ()
         return cls(str(actor), str(mesh), str(name), int(rank), str(cls_name), str(state),
                    tuple(RunningHandler.from_wire(h) for h in running), int(queued),
-                   tuple(str(m) for m in methods), int(t), str(source))
+                   tuple(str(m) for m in methods), int(t), str(source), events)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -362,8 +367,9 @@ class StatusEvent:
         actor: the actor id, ``<mesh id>[<rank>]`` (a proc's name for a proc-wide failure).
         mesh_name: the mesh's name.
         rank: the actor's rank (None for a whole proc).
-        event: ``running``, ``failed``, ``stopped``, ``stalled`` (a handler ran past the
-            stall threshold) or ``resumed`` (that handler ended).
+        event: a step of its life (``created``, ``initializing``, ``running``, ``stopping``,
+            ``failed``, ``stopped``; ``client`` for the root), ``stalled`` (a handler ran past
+            the stall threshold) or ``resumed`` (that handler ended).
         detail: the method that stalled or resumed, or the failure's reason.
         source: the process the actor ran in.
     """

@@ -90,13 +90,17 @@ def invocation_site(mesh: str, actor_class: str, rank: Any, method: str) -> Span
     return site
 
 
-def call_site(mesh: str, method: str, adverb: str) -> SpanSite:
+def call_site(mesh: str, method: str, adverb: str,
+              target: tuple[str, str, str] | None = None) -> SpanSite:
     """Returns the site of a caller's span ``call <mesh>.<method>`` made with ``adverb`` (call,
-    call_one, broadcast, ...); made once."""
-    key = (mesh, method, adverb)
+    call_one, broadcast, ...); made once. ``target``: (mesh id, sender actor, the view cast
+    to as JSON), kept as the attributes ``mesh_id``, ``sender`` and ``view``."""
+    key = (mesh, method, adverb, target)
     site = _call_sites.get(key)
     if site is None:
         attributes = {"mesh": mesh, "method": method, "adverb": adverb}
+        if target is not None:
+            attributes.update(zip(("mesh_id", "sender", "view"), target))
         site = _call_sites.setdefault(key, SpanSite(f"call {mesh}.{method}", attributes))
     return site
 

@@ -206,7 +206,8 @@ CallSpan = tuple[Any, ...]
 """An open caller's span: (site id, trace_id, span_id, parent_span_id, start_ns, None)."""
 
 
-def begin_call(mesh: str, method: str, adverb: str) -> CallSpan:
+def begin_call(mesh: str, method: str, adverb: str,
+               target: tuple[str, str, str] | None = None) -> CallSpan:
     """Starts the caller's span of one call ``call <mesh>.<method>`` made with ``adverb`` (not
     made current: it ends on another thread). `start_site_span(call_site(...))` without the
     object: the runtime's hot path.
@@ -215,7 +216,8 @@ def begin_call(mesh: str, method: str, adverb: str) -> CallSpan:
         The open span, for `end_call` once, on any thread; ``span[1:3]`` is its (trace_id,
         span_id), the receiver's parent.
     """
-    site = _call_sites.get((mesh, method, adverb)) or call_site(mesh, method, adverb)
+    site = _call_sites.get((mesh, method, adverb, target)) \
+        or call_site(mesh, method, adverb, target)
     parent = _trace_var.get()
     if _context.otel_probe is not None:
         parent = _context.otel_probe(parent)

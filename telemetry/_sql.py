@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._tables import TABLES, from_rows
@@ -41,19 +41,22 @@ class QueryError(ValueError):
     a type mismatch). Fix the statement; the job is not affected."""
 
 
-def named_tables(sql: str) -> set[str]:
+def named_tables(sql: str, names: Iterable[str] = TABLES) -> set[str]:
     """The telemetry tables a statement mentions (by word, case-insensitive)."""
     words = set(re.findall(r"[a-z_][a-z0-9_]*", sql.lower()))
-    return {name for name in TABLES if name in words}
+    return {name for name in names if name in words}
 
 
-def query(sql: str, tables: Mapping[str, TableSource], max_rows: int = MAX_ROWS) -> pa.Table:
-    """Runs one SQL statement over the telemetry tables.
+def query(sql: str, tables: Mapping[str, TableSource], max_rows: int = MAX_ROWS,
+          schemas: Mapping[str, pa.Schema] | None = None) -> pa.Table:
+    """Runs one SQL statement over the telemetry tables (and ``information_schema``).
 
     Args:
         sql: e.g. ``SELECT mesh, count(*) FROM spans GROUP BY mesh``.
         tables: how to make each table (see `TableSource`); tables not given are empty.
         max_rows: at most this many rows come back.
+        schemas: the tables there are and their schemas (an empty one stands for a table the
+            statement does not name); default: ours (`_tables.TABLES`).
 
     Returns:
         The result as an Arrow table.
@@ -68,12 +71,18 @@ def query(sql: str, tables: Mapping[str, TableSource], max_rows: int = MAX_ROWS)
         raise QueryError(f"only queries run here (SELECT, WITH, EXPLAIN, SHOW...): "
                          f"{first[0].upper()} would change nothing, the tables are made "
                          "afresh for each query")
-    from datafusion import SessionContext
+    from datafusion import SessionConfig, SessionContext
 
+    names = list(TABLES if schemas is None else schemas)
+    named = named_tables(sql, names)
     with _lock:
-        ctx = SessionContext()
-        for name in TABLES:
-            _register(ctx, name, tables.get(name) if name in named_tables(sql) else None)
+        ctx = SessionContext(SessionConfig().with_information_schema(True))
+        for name in names:
+            source = tables.get(name) if name in named else None
+            if source is None and schemas is not None:
+                empty = schemas[name].empty_table()
+                source = lambda empty=empty: empty  # noqa: E731
+            _register(ctx, name, source)
         try:
             frame = ctx.sql(sql)
             batches = frame.limit(max_rows).collect()

@@ -36,6 +36,7 @@ from ._records import (
     StatusEvent,
     TransferRecord,
 )
+from ._meshbook import MeshBook
 from ._spanlog import SpanLog, records
 from ._subscribe import ALL_KINDS, Subscription
 
@@ -91,6 +92,8 @@ class Store:
         """Actor statuses, flight-recorder entries and status events (under `_lock`)."""
         self._journals: Journals | None = None  # see `follow`
         self._resources: dict[str, dict[str, Any]] = {}  # oldest reported first
+        self.meshbook = MeshBook()
+        """The meshes the job spawned and the py-spy dumps stored (its own lock)."""
         self._topology: Any = None
         self._subscriptions: list[Subscription] = []
         self._ingested = dict.fromkeys(sorted(ALL_KINDS), 0)

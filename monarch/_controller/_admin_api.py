@@ -122,6 +122,7 @@ class AdminApi:
             ("GET", "/v1/stats"): self.stats,
             ("GET", "/v1/query"): self.query,
             ("POST", "/v1/query"): self.query,
+            ("POST", "/v1/pyspy"): self.store_pyspy,
             ("GET", "/v1/actor"): self.actor,
             ("POST", "/v1/kill"): self.kill,
             ("POST", "/v1/stop"): self.stop,
@@ -220,6 +221,13 @@ class AdminApi:
         from ..telemetry import _tables as tables
 
         sql = p.text("sql", required=True)
+        schema = p.text("schema") or "pymonarch"
+        if schema == "monarch":  # Monarch's tables (monarch.job.TelemetryConfig)
+            return self._monarch_query(sql, p)
+        if schema != "pymonarch":
+            raise BadRequest(f"schema must be pymonarch (ours, docs/QUERY.md) or monarch "
+                             f"(torchmonarch's tables), got {schema!r}")
+
         def one(name: str) -> Any:
             if name == "actors":
                 return tables.actors(views.actor_rows(self.topology(p)))
@@ -242,6 +250,36 @@ class AdminApi:
         if p.text("format") == "json":
             return _sql.rows(result)
         return Binary(arrow_ipc(result))
+
+    def _monarch_query(self, sql: str, p: Params) -> Any:
+        """SQL over Monarch's tables, made from the store now (`telemetry._monarch`)."""
+        from ..telemetry import _monarch, _sql
+
+        ship = getattr(self.job.runtime, "ship_telemetry", None)
+        if ship is not None:  # the controller's own records (its call spans) up to now
+            ship()
+        sources = _monarch.sources(self.store, p.number("retention_s", 0.0) or 0.0)
+        try:
+            result = _sql.query(sql, sources, max_rows=p.integer("limit", _sql.MAX_ROWS),
+                                schemas=_monarch.schemas())
+        except _sql.QueryError as exc:
+            raise BadRequest(str(exc)) from None
+        if p.text("format") == "json":
+            return _sql.rows(result)
+        return Binary(arrow_ipc(result))
+
+    def store_pyspy(self, p: Params) -> dict[str, Any]:
+        """Keeps a py-spy dump for SQL (Monarch's `pyspy_*` tables)."""
+        from ..telemetry._monarch import read_pyspy
+
+        dump_id, proc_ref = p.text("dump_id", required=True), p.text("proc_ref", required=True)
+        dump_json = p.text("pyspy_result_json", required=True)
+        try:
+            read_pyspy(dump_json)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        self.store.meshbook.add_pyspy_dump(dump_id, proc_ref, dump_json)
+        return {"status": "ok", "dump_id": dump_id}
 
     def actor(self, p: Params) -> dict[str, Any]:
         """One actor: its topology entry, its flight recorder (the last messages it handled)

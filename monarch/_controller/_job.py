@@ -9,6 +9,7 @@ proc, ends the zygote and removes the run directory.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import secrets
 import signal
@@ -102,6 +103,11 @@ class Job:
                                      on_started=self._proc_started)
         self.supervisor.log_tail = self._log_tail
         self.supervisor.on_forget = self._forget
+        self.supervisor.on_mesh = self._actor_mesh_spawned
+        started = time.time_ns()
+        for event in ("created", "client"):  # the root actor: this script's client
+            self.store.add_event(telemetry.StatusEvent(started, "root", "client", 0, event,
+                                                       "", "controller"))
         self.workers = Workers(self)
         self._spawning: dict[str, tuple[list[ProcRecord], Future[Any]]] = {}
         self._abandoned: set[str] = set()
@@ -149,6 +155,18 @@ class Job:
         self.watcher = Watcher(self, self.stall_s, self._topology).start(history_on,
                                                                     int(history_mb * 1e6))
         atexit.register(self.shutdown)
+
+    def _actor_mesh_spawned(self, body: dict[str, Any]) -> None:
+        """Records a new actor mesh in the store (from its spawner's `actors_spawned`)."""
+        view = body.get("view")
+        parent_view = None
+        if view is not None:
+            labels, offset, sizes, strides = view
+            parent_view = (tuple(labels), int(offset), tuple(sizes), tuple(strides))
+        self.store.meshbook.add_mesh(telemetry.MeshEvent(
+            time.time_ns(), body["mesh"], "actor", body["name"], body["class_name"],
+            tuple(body["labels"]), tuple(body["sizes"]), body["procs"], parent_view,
+            tuple((rank, proc, label) for rank, proc, label in body["actors"])))
 
     def _forget(self, proc_meshes: set[str], procs: set[str]) -> None:
         """What the job kept of procs and proc meshes the supervisor forgot (I/O thread)."""
@@ -299,7 +317,8 @@ class Job:
                     name: str | None, bootstrap: Any, owner_id: str = "root",
                     owner: str = "", launches: list[dict[str, Any] | None] | None = None,
                     binds: list[dict[str, str]] | None = None,
-                    host_launch: dict[str, Any] | None = None) -> Any:
+                    host_launch: dict[str, Any] | None = None,
+                    host_mesh: tuple | None = None) -> Any:
         """Starts a proc mesh: `launches` (per rank) are bootstrap commands, `binds` (per proc
         of a host) CPU/NUMA pinnings, `host_launch` the command the procs' own `this_host()`
         starts procs with. Returns (procs, table), or a future of it for other hosts."""
@@ -311,6 +330,7 @@ class Job:
         self.log_streamer.add_mesh(procs, config.get("enable_log_forwarding"),
                                    config.get("enable_file_capture"))
         self.proc_extents[procs] = (list(labels), list(sizes))
+        self._record_meshes(procs, name or "procs", labels, sizes, hosts, host_mesh)
         count = 1
         for size in sizes:
             count *= size
@@ -350,6 +370,25 @@ class Job:
         self._spawning[procs] = (records, done)
         self._spawn_deadline(procs, "host_spawn_ready_timeout", 0)
         return done
+
+    def _record_meshes(self, procs: str, name: str, labels: list[str], sizes: list[int],
+                       hosts: list[str], host_mesh: tuple | None) -> None:
+        """Records the new proc mesh, and the host mesh it was spawned on, in the store
+        (Monarch's `meshes` table: `monarch.job.TelemetryConfig`)."""
+        now = time.time_ns()
+        count = math.prod(sizes)
+        parent, parent_view = "", None
+        if host_mesh is not None:
+            mesh_id, host_name, host_labels, host_sizes, view = host_mesh
+            self.store.meshbook.add_mesh(telemetry.MeshEvent(
+                now, mesh_id, "host", host_name, "", tuple(host_labels), tuple(host_sizes),
+                actors=tuple((rank, host) for rank, host in enumerate(hosts))))
+            view_labels, view_sizes, view_strides, offset = view
+            parent, parent_view = mesh_id, (tuple(view_labels), int(offset),
+                                            tuple(view_sizes), tuple(view_strides))
+        self.store.meshbook.add_mesh(telemetry.MeshEvent(
+            now, procs, "proc", name, "", tuple(labels), tuple(sizes), parent, parent_view,
+            tuple((rank, f"{procs}-{rank}") for rank in range(count))))
 
     def _spawn_deadline(self, procs: str, knob: str, announced: int) -> None:
         """Fails a remote proc mesh's spawn that made no progress for `knob`'s duration (the

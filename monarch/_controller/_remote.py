@@ -208,7 +208,10 @@ def attach_to_workers(workers: list[Any], name: str | None = None,
         raise ValueError("attach_to_workers needs at least one worker address")
     attached = call("attach_workers", addresses, secret or worker_secret(), wait)
     view = View.dense(["hosts"], [len(addresses)])
+    name = "hosts" if name is None else name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"attach_to_workers: name must be a non-empty str, got {name!r}")
     if not lazy:
         attached.get(timeout=wait + 60)
-        return HostMesh(hosts=tuple(addresses), full=view, view=view)
-    return HostMesh(hosts=tuple(addresses), full=view, view=view, attached=attached)
+        return HostMesh(hosts=tuple(addresses), full=view, view=view, name=name)
+    return HostMesh(hosts=tuple(addresses), full=view, view=view, attached=attached, name=name)

@@ -130,6 +130,8 @@ class Supervisor:
         """The job's failure reports, oldest first (the newest `KEEP_ENDED` kept for the
         console and CLI; every one is also in the store and the history)."""
         self._ended: deque[str] = deque()  # ended procs, oldest first
+        self.on_mesh: Callable[[dict[str, Any]], None] = lambda body: None
+        """Called (I/O thread) with each `actors_spawned` body: a new actor mesh."""
         self.on_forget: Callable[[set[str], set[str]], None] = lambda meshes, procs: None
         """Called (I/O thread) with the proc mesh ids all of whose records were forgotten,
         and the procs forgotten."""
@@ -407,6 +409,7 @@ class Supervisor:
     def actors_spawned(self, body: dict[str, Any]) -> None:
         """The spawner's word of a new mesh: which proc runs each rank (they are starting)."""
         mesh = self._mesh(body)
+        self.on_mesh(body)
         labels = body["labels"]
         mesh.extent = (labels, body["sizes"])
         for rank, proc, label in body["actors"]:

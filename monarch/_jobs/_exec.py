@@ -76,6 +76,7 @@ def exec_command(host_mesh: Any, cmd: list[str], env: dict[str, str] | None = No
 def in_thread(fn: Callable[[], Any]) -> Future[Any]:
     """Runs `fn` on a new thread (in this context); a future of its result."""
     done: Future[Any] = Future._pending()
+    done._unobserved = True
     ctx = contextvars.copy_context()
 
     def main() -> None:

@@ -20,9 +20,10 @@ import sys
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
-from typing import Any, Literal, NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple, Self, Sequence
 
 from .. import _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
+from ._telemetry import MeshAdminConfig, QueryEngineClient, TelemetryConfig, admin_address
 
 logger = logging.getLogger("monarch.job")
 
@@ -39,10 +40,23 @@ def in_batch_job() -> bool:
 
 
 class JobState:
-    """The HostMesh of each mesh a job asked for, as attributes (`state.trainers`)."""
+    """The HostMesh of each mesh a job asked for, as attributes (`state.trainers`).
 
-    def __init__(self, hosts: dict[str, Any]) -> None:
+    With `enable_telemetry`/`enable_admin` on the job, also: `query_engine_client` (SQL over
+    Monarch's telemetry tables), `telemetry_url` and `admin_url` (the job's admin API);
+    `query_engine` is None (as in Monarch's sidecar mode) and `dashboard_url` None (there is no
+    web dashboard: `monarch top` is the console).
+    """
+
+    def __init__(self, hosts: dict[str, Any], query_engine: Any = None,
+                 query_engine_client: Any = None, telemetry_url: str | None = None,
+                 dashboard_url: str | None = None, admin_url: str | None = None) -> None:
         self._hosts = hosts
+        self.query_engine = query_engine
+        self.query_engine_client = query_engine_client
+        self.telemetry_url = telemetry_url
+        self.dashboard_url = dashboard_url
+        self.admin_url = admin_url
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -74,6 +88,10 @@ class JobTrait(ABC):
 
     _cache_stale = False
     """Set by `_state()` when the allocation changed (a host replaced): `state()` saves it."""
+    _telemetry: TelemetryConfig | None = None
+    _mesh_admin: MeshAdminConfig | None = None
+    _telemetry_address: str | None = None
+    """The admin API that served this job's telemetry (`telemetry_query_client`)."""
 
     def __init__(self) -> None:
         self._status: Literal["running", "not_running"] | CachedRunning = "not_running"
@@ -150,7 +168,100 @@ class JobTrait(ABC):
         if cached_path is not None and running._cache_stale:
             running._cache_stale = False  # e.g. a dead host was replaced: save the new one
             running.dump(cached_path)
-        return JobState(dict(state._hosts))
+        return JobState(dict(state._hosts), **self._observability())
+
+    # -- telemetry (Monarch's API over this controller's store and admin API) ---------------
+    def enable_telemetry(self, config: TelemetryConfig | None = None, *,
+                         mesh_admin_config: MeshAdminConfig | None = None,
+                         **kwargs: Any) -> Self:
+        """From the next `state()` on, the state carries `query_engine_client` (SQL over
+        Monarch's telemetry tables: `actors`, `meshes`, `messages`, `sent_messages`,
+        `metric_sums`, `spans`, `pyspy_*`...), `telemetry_url` and `admin_url`.
+
+        Args:
+            config: a `TelemetryConfig`; or its fields as keyword arguments.
+            mesh_admin_config: where the admin API is expected (`enable_admin`).
+
+        Returns:
+            ``self``, for chaining.
+        """
+        if config is not None and kwargs:
+            raise TypeError(f"enable_telemetry: give a TelemetryConfig or its fields, not both "
+                            f"(got {sorted(kwargs)})")
+        if config is None:
+            config = TelemetryConfig(**kwargs)
+        elif not isinstance(config, TelemetryConfig):
+            raise TypeError(f"enable_telemetry expects a TelemetryConfig, got {config!r}")
+        self._telemetry = config
+        if mesh_admin_config is not None or self._mesh_admin is None:
+            self.enable_admin(mesh_admin_config)
+        return self
+
+    def enable_admin(self, config: MeshAdminConfig | None = None, **kwargs: Any) -> Self:
+        """From the next `state()` on, the state carries `admin_url`: the job's admin API
+        (the one `monarch top` and the CLI use).
+
+        Args:
+            config: a `MeshAdminConfig`; or its fields as keyword arguments.
+        """
+        if config is not None and kwargs:
+            raise TypeError(f"enable_admin: give a MeshAdminConfig or its fields, not both "
+                            f"(got {sorted(kwargs)})")
+        if config is None:
+            config = MeshAdminConfig(**kwargs)
+        elif not isinstance(config, MeshAdminConfig):
+            raise TypeError(f"enable_admin expects a MeshAdminConfig, got {config!r}")
+        self._mesh_admin = config
+        return self
+
+    def telemetry_query_client(self) -> QueryEngineClient:
+        """A query client of the telemetry of this job, which must be applied, healthy and have
+        telemetry enabled (checked without connecting its host meshes).
+
+        Raises:
+            RuntimeError: it is not active, not healthy, has no telemetry, or its telemetry
+                cannot be reached.
+        """
+        running = self._running
+        if running is None:
+            raise RuntimeError("the saved job is not active")
+        try:
+            healthy = running._is_running()
+        except Exception as exc:  # noqa: BLE001 - reported with what the check said
+            raise RuntimeError(f"could not verify the active job's health: {exc}") from exc
+        if not healthy:
+            raise RuntimeError("the active job is no longer running or healthy")
+        telemetry = self._telemetry or running._telemetry
+        if telemetry is None:
+            raise RuntimeError("the active job has no distributed telemetry configured; call "
+                               "job.enable_telemetry() and apply it again")
+        try:
+            return self._query_client(running, telemetry)
+        except Exception as exc:  # noqa: BLE001 - reported with why
+            raise RuntimeError(f"could not connect to distributed telemetry: {exc}") from exc
+
+    def _query_client(self, running: "JobTrait", telemetry: TelemetryConfig) -> QueryEngineClient:
+        if running._apply_id is None:
+            raise ValueError("the job has no apply id (apply() it again)")
+        address = self._telemetry_address or running._telemetry_address
+        if address is None:
+            address = admin_address(self._mesh_admin)
+        return QueryEngineClient(address, retention_secs=telemetry.retention_secs)
+
+    def _observability(self) -> dict[str, Any]:
+        """What `enable_telemetry`/`enable_admin` add to the state."""
+        if self._telemetry is None and self._mesh_admin is None:
+            return {}
+        address = admin_address(self._mesh_admin)
+        url = f"http://{address}"
+        if self._telemetry is None:
+            return {"admin_url": url}
+        self._telemetry_address = address
+        running = self._running
+        if running is not None and running is not self:
+            running._telemetry_address = address
+        client = QueryEngineClient(address, retention_secs=self._telemetry.retention_secs)
+        return {"admin_url": url, "telemetry_url": url, "query_engine_client": client}
 
     def _load_cached(self, cached_path: str | None) -> "JobTrait | None":
         if cached_path is None:

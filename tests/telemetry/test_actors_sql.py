@@ -152,7 +152,7 @@ def test_kept_flight_records_cost_the_garbage_collector_nothing() -> None:
     from array import array
 
     columns = [getattr(entries, name) for name in entries.__slots__]
-    assert len(columns) == 6
+    assert len(columns) == 7  # method, sender, start, end, outcome, bytes, sent_hlc
     assert all(gc.get_referents(c) in ([], [array]) if isinstance(c, array) else not gc.is_tracked(c)
                for c in columns)
     assert [m.method for m in store.messages(limit=2)] == ["m98", "m99"]

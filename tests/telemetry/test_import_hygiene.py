@@ -67,7 +67,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(telemetry.__all__) == sorted([
         "BATCH_VERSION", "Batch", "BatchError", "Capture", "ExporterStatistics", "FailureRecord",
         "FoldedLine", "HybridClock", "LogRecord", "LoggingCapture", "MetricPoint",
-        "ActorStatus", "MessageRecord", "RunningHandler", "StatusEvent",
+        "ActorStatus", "MeshEvent", "MessageRecord", "RunningHandler", "StatusEvent",
         "MetricsServer", "OtlpConfig", "OtlpExporter", "Rate", "Recorder", "RecorderStatistics",
         "SiteSpan", "Span", "SpanHandle", "SpanSite",
         "SpanRecord", "Store", "StoreCollector", "StoreStatistics", "StreamTee", "Subscription",

@@ -21,7 +21,7 @@ import types
 from typing import Any
 
 PREFIXES = ("monarch._src", "monarch._rust_bindings", "monarch.tools", "monarch.python",
-            "monarch._testing")
+            "monarch._testing", "monarch.distributed_telemetry")
 
 # private module -> {name: "public.module:attribute"}; "*": every public name of a module
 ALIASES: dict[str, dict[str, str]] = {
@@ -84,6 +84,8 @@ ALIASES: dict[str, dict[str, str]] = {
         "LocalJob": "monarch.job:LocalJob", "ProcessState": "monarch.job:ProcessState",
         "job_load": "monarch.job:job_load", "job_loads": "monarch.job:job_loads",
         "exec_command": "monarch.job:exec_command",
+        "TelemetryConfig": "monarch.job:TelemetryConfig",
+        "MeshAdminConfig": "monarch.job:MeshAdminConfig",
     },
     "monarch._src.job.slurm": {"SlurmJob": "monarch.job:SlurmJob"},
     # the debugger's command language: our parser's values, and its entry as Monarch calls it
