@@ -309,19 +309,19 @@ class AdminClient:
         return self._get("/v1/stats")
 
     def query(self, sql: str, limit: int | None = None, schema: str = "pymonarch",
-              retention_s: float | None = None) -> Any:
+              retention_s: float | None = None, timeout: float = 120.0) -> Any:
         """Runs SQL (Apache DataFusion) over the job's telemetry tables (``actors``,
         ``actor_status_events``, ``messages``, ``spans``, ``logs``, ``metrics``,
         ``transfers``, ``failures``; columns in docs/QUERY.md) and returns a pyarrow Table.
         ``schema="monarch"``: torchmonarch's tables instead (``actors``, ``meshes``,
         ``messages``, ``sent_messages``, ``metric_sums``, ...; docs/QUERY.md), of the last
         ``retention_s`` seconds. A statement the engine refuses raises AdminError (status
-        400) with its message."""
+        400) with its message; one that takes longer than ``timeout`` seconds, AdminError."""
         import pyarrow as pa
 
         payload = self._request("POST", "/v1/query", body={
             "sql": sql, "limit": limit, "schema": schema, "retention_s": retention_s},
-            timeout=120)[1]
+            timeout=timeout)[1]
         return pa.ipc.open_stream(payload).read_all()
 
     def store_pyspy_dump(self, dump_id: str, proc_ref: str,

@@ -94,26 +94,33 @@ class QueryEngineClient:
         token: its token (default: found in the run directory, as `monarch.admin.connect`).
         retention_secs: queries see the messages and spans of the last that many seconds
             (0: all).
+        timeout: seconds a query may take (a `query` may give its own).
     """
 
-    def __init__(self, address: str, token: str | None = None, retention_secs: float = 0) -> None:
+    def __init__(self, address: str, token: str | None = None, retention_secs: float = 0,
+                 timeout: float = 120.0) -> None:
         from ..admin import connect
 
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"QueryEngineClient: timeout must be a number > 0, got {timeout!r}")
         self._admin = connect(address, token)
         self.retention_secs = retention_secs
+        self.timeout = float(timeout)
 
     @property
     def url(self) -> str:
         """The admin API's base URL."""
         return f"http://{self._admin.address}"
 
-    def query(self, sql: str) -> dict[str, Any]:
+    def query(self, sql: str, timeout: float | None = None) -> dict[str, Any]:
         """Runs one SQL statement (DataFusion) over Monarch's tables: ``{"rows": [dict]}``.
 
         Raises:
-            monarch.admin.AdminError: the engine refused it (its message says why).
+            monarch.admin.AdminError: the engine refused it (its message says why), or it took
+                longer than ``timeout`` seconds (default: the client's).
         """
-        table = self._admin.query(sql, schema="monarch", retention_s=self.retention_secs)
+        table = self._admin.query(sql, schema="monarch", retention_s=self.retention_secs,
+                                  timeout=self.timeout if timeout is None else timeout)
         return {"rows": table.to_pylist()}
 
     def store_pyspy_dump(self, dump_id: str, proc_ref: str,
