@@ -132,7 +132,7 @@ def history_counts(run_dir: str, job_id: str) -> dict[str, dict[str, dict[str, i
     """Per counter token, for lines and spans: rows, distinct numbers, lowest and highest,
     read from the job's Parquet history."""
     os.environ["MONARCH_RUN_DIR"] = run_dir
-    from monarch._history import open_history
+    from monarch._history._runs import open_history
 
     history = open_history(job_id)
     out: dict[str, dict[str, dict[str, int]]] = {}

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 def debug(ctx: typer.Context) -> None:
     """Drives the pdb sessions of actors paused in `breakpoint()` (type `help` inside)."""
-    from monarch._debug_shell import DebugShell  # imports the runtime: only when used
+    from monarch._actors._debug_shell import DebugShell  # imports the runtime: only when used
 
     admin = client(ctx)
     with admin_errors():

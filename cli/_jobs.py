@@ -34,8 +34,8 @@ COLUMNS = ("kind", "id", "type", "state", "pid", "client", "hosts", "started", "
 
 def controller_rows() -> list[JobRow]:
     """The jobs of this run directory: running controllers (scripts), and ended ones whose
-    history is kept (`monarch._history`: finished, failed, crashed), for post-mortems."""
-    from monarch._history import job_rows as history_rows
+    history is kept (`monarch._history._runs`: finished, failed, crashed), for post-mortems."""
+    from monarch._history._runs import job_rows as history_rows
 
     return [{"kind": "controller" if r["state"] == "running" else "job",
              "id": r["job_id"], "type": "script", "state": r["state"], "pid": r["pid"],

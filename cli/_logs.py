@@ -13,14 +13,7 @@ from monarch import telemetry
 from monarch.admin import NoJobError, connect
 
 from ._common import (
-    EXIT_NO_JOB,
-    admin_errors,
-    call,
-    check_mesh_rank,
-    fail,
-    history_or_fail,
-    note,
-    paint,
+    EXIT_NO_JOB, admin_errors, call, check_mesh_rank, fail, history_or_fail, note, paint,
     say_which,
 )
 

@@ -13,17 +13,8 @@ import typer
 from monarch.admin import AdminError, NoJobError, connect
 
 from ._common import (
-    EXIT_FAILED,
-    EXIT_NO_JOB,
-    call,
-    client,
-    emit_json,
-    fail,
-    history_or_fail,
-    say_which,
-    note,
-    paint,
-    state,
+    EXIT_FAILED, EXIT_NO_JOB, call, client, emit_json, fail, history_or_fail, say_which, note,
+    paint, state,
 )
 
 EXIT_USAGE = 2

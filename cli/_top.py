@@ -195,7 +195,7 @@ def _connect(ctx: typer.Context, addr: str | None, token: str | None, job: str |
     except NoJobError as exc:
         job = job or opts.get("job")
         if job and not addr:  # an ended job: its history, read-only
-            from monarch._history_client import HistoryClient
+            from monarch._history._client import HistoryClient
 
             from ._common import history_or_fail
 

@@ -1,6 +1,6 @@
 """Attaching a terminal to one debugger session: pdb's output printed, typed lines sent.
 
-The same I/O as the `monarch_dbg>` shell's `attach` (`monarch._debug_shell`), addressed by
+The same I/O as the `monarch_dbg>` shell's `attach` (`monarch._actors._debug_shell`), addressed by
 session id. The console runs it with the real terminal handed over (`App.suspend()`).
 """
 

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._format import fmt_bytes, fmt_duration, fmt_ms, fmt_rate
-from ._model import (FAILED, Index, Row, Snapshot, format_extent, root_cause,
-                     service_note)
+from ._model import FAILED, Index, Row, Snapshot, format_extent, root_cause, service_note
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ def job_ended(job: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def history_client(job_id: str) -> Any:
     """A read-only client over the history of `job_id` (FileNotFoundError: none kept)."""
-    from monarch._history_client import HistoryClient
+    from monarch._history._client import HistoryClient
     from monarch.admin import open_history
 
     return HistoryClient(open_history(job_id))

@@ -24,7 +24,7 @@ def main() -> int:
     with open(path, "rb") as f:
         config = msgpack.unpackb(f.read(), raw=False)
     os.unlink(path)
-    from monarch import _proc_main
+    from monarch._proc import _main as _proc_main
 
     return _proc_main.run(config)
 

@@ -17,28 +17,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _jobstart, _supervision, config  # noqa: F401 - _jobstart: the job starts on use
+from ._runtime import _jobstart
+from ._actors import _supervision
+from . import config  # noqa: F401 - _jobstart: the job starts on use
 from . import service  # noqa: F401 - registers what Actor.options returns
-from ._actor import Actor
-from ._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
-from ._channel import Channel, Port, PortReceiver
-from ._bootstrap_command import BootstrapCommand, default_bootstrap_cmd
-from ._context import Context, context, current_actor_name, current_rank, current_size
-from ._endpoint import (Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint,
-                        returns_future, send)
-from ._errors import ActorError, SupervisionError
-from ._future import Future
-from ._host_mesh import HostMesh
-from ._ids import ChannelTransport, ProcId, Uid, enable_transport
-from ._proc_mesh import ProcMesh
-from ._shape import Extent, Point
-from ._singletons import get_or_spawn_controller
-from ._supervision import MeshFailure
-from ._supervision import default_unhandled_fault_hook as unhandled_fault_hook
-from ._value_mesh import ValueMesh
-from ._workers import (attach, attach_to_workers,
-                       run_worker_loop_forever, run_worker_loop_until_shutdown,
-                       shutdown_context, start_worker_loop_forever)
+from ._actors._actor import Actor
+from ._mesh._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
+from ._actors._channel import Channel, Port, PortReceiver
+from ._mesh._bootstrap_command import BootstrapCommand, default_bootstrap_cmd
+from ._runtime._context import Context, context, current_actor_name, current_rank, current_size
+from ._actors._endpoint import (
+    Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint, returns_future, send,
+)
+from ._runtime._errors import ActorError, SupervisionError
+from ._runtime._future import Future
+from ._mesh._host_mesh import HostMesh
+from ._runtime._ids import ChannelTransport, ProcId, Uid, enable_transport
+from ._mesh._proc_mesh import ProcMesh
+from ._geometry._view import Extent, Point
+from ._runtime._singletons import get_or_spawn_controller
+from ._actors._supervision import MeshFailure
+from ._actors._supervision import default_unhandled_fault_hook as unhandled_fault_hook
+from ._geometry._value_mesh import ValueMesh
+from ._mesh._workers import (
+    attach, attach_to_workers, run_worker_loop_forever, run_worker_loop_until_shutdown,
+    shutdown_context, start_worker_loop_forever,
+)
 
 
 def this_host() -> HostMesh:
@@ -67,7 +71,7 @@ def __getattr__(name: str) -> Any:
 
 def debug_controller() -> Any:
     """The job's debug controller actor (`breakpoint()` sessions register with it)."""
-    from ._debug import debug_controller as _debug_controller
+    from ._actors._debug import debug_controller as _debug_controller
 
     return _debug_controller()
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from ._history import History, job_rows, open_history
-from ._rundir import DISCOVERY, run_root_path
-from ._selection import SelectionError, parse_selection, select_ranks
+from ._history._runs import History, job_rows, open_history
+from ._runtime._rundir import DISCOVERY, run_root_path
+from ._geometry._selection import SelectionError, parse_selection, select_ranks
 
 __all__ = [
     "AdminClient",
@@ -364,7 +364,7 @@ class AdminClient:
         """Makes that actor stop in pdb at its next message (a debug session opens)."""
         return self._post("/v1/break_next", mesh=mesh, rank=rank)
 
-    # -- debugger (monarch._debug_shell.DebugBackend) -------------------------------------
+    # -- debugger (monarch._actors._debug_shell.DebugBackend) -------------------------------------
     def sessions(self) -> list[dict[str, Any]]:
         """Open debug sessions: id, actor_name, rank, coords, hostname, function, lineno."""
         return self._get("/v1/debug/sessions")

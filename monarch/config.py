@@ -202,7 +202,7 @@ def _str(key: str, value: Any) -> str:
 
 
 def _transport(key: str, value: Any) -> str:
-    from ._ids import ChannelTransport, transport_key
+    from ._runtime._ids import ChannelTransport, transport_key
 
     if isinstance(value, ChannelTransport):
         return transport_key(value)

@@ -16,7 +16,7 @@ client attached.
 
 from __future__ import annotations
 
-from . import _jobstart  # noqa: F401 - a controller starts on first use
+from ._runtime import _jobstart  # noqa: F401 - a controller starts on first use
 from ._jobs._allocation import allocation_rows as list_allocations
 from ._jobs._bash import BashActor
 from ._jobs._exec import exec_command
@@ -25,8 +25,9 @@ from ._jobs._process import ProcessJob, ProcessState
 from ._jobs._project import hosts_from_config, load_current_job, set_current_job
 from ._jobs._slurm import SlurmJob
 from ._jobs._telemetry import MeshAdminConfig, QueryEngineClient, TelemetryConfig
-from ._jobs._trait import (DEFAULT_JOB_PATH, BatchJob, JobState, JobTrait, LocalJob, job_load,
-                           job_loads)
+from ._jobs._trait import (
+    DEFAULT_JOB_PATH, BatchJob, JobState, JobTrait, LocalJob, job_load, job_loads,
+)
 
 __all__ = [
     "BashActor",

@@ -27,8 +27,9 @@ import operator
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _jobstart, _rdma, config  # noqa: F401 - _jobstart: a controller starts on use
-from ._future import Future
+from ._runtime import _jobstart
+from . import _rdma, config  # noqa: F401 - _jobstart: a controller starts on use
+from ._runtime._future import Future
 from ._rdma import BufferDroppedError, OwnerGoneError, RDMAError
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class RDMABuffer:
         Raises:
             ValueError: `data` is not contiguous, or is empty.
         """
-        from ._context import context
+        from ._runtime._context import context
 
         if not config.get("rdma_allow_tcp_fallback"):
             raise RuntimeError("Tried to create an RDMABuffer, but RDMA is not available on this "

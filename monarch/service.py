@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from typing import Any, Generic, Hashable, TypeVar
 
-from . import _actor, _context, _jobstart  # noqa: F401 - _jobstart: a job starts on use
-from ._endpoint import EndpointProperty, endpoint_table
-from ._future import Future, chained
-from ._service_router import ServiceRouter, ServiceSpec, ServiceUnavailableError
+from ._actors import _actor
+from ._runtime import _context, _jobstart  # noqa: F401 - _jobstart: a job starts on use
+from ._actors._endpoint import EndpointProperty, endpoint_table
+from ._runtime._future import Future, chained
+from ._rl._router import ServiceRouter, ServiceSpec, ServiceUnavailableError
 
 A = TypeVar("A", bound=_actor.Actor)
 

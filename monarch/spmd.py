@@ -21,7 +21,7 @@ import os
 import socket
 from typing import Any
 
-from ._spmd import Ranks, free_port, run_script
+from ._mesh._spmd import Ranks, free_port, run_script
 from .actor import Actor, ActorMesh, ProcMesh, current_rank, endpoint
 from .tools.network import AddrType, get_ipaddr
 

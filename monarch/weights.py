@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from . import _jobstart  # noqa: F401 - a controller starts on first use
-from ._future import Future
-from ._weights import INDEX_NAME, VersionReleasedError, WeightIndex
+from ._runtime import _jobstart  # noqa: F401 - a controller starts on first use
+from ._runtime._future import Future
+from ._rl._weights import INDEX_NAME, VersionReleasedError, WeightIndex
 
 ALIGN = 64
 """Each tensor's snapshot starts at a multiple of this many bytes."""
@@ -139,7 +139,7 @@ async def _publish(key: str, entries: dict[str, Any]) -> int:
     try:
         version: int = await index.publish.call_one(key, entries)
     except BaseException:
-        from ._weights import release
+        from ._rl._weights import release
 
         release(entries)
         raise
@@ -201,7 +201,7 @@ async def _read_version(version: int, entries: dict[str, Any], into: dict[str, A
 
 async def _unwrapped(call: Future[Any]) -> Any:
     """The answer of an index call; the index's own KeyError raised as such."""
-    from ._errors import ActorError
+    from ._runtime._errors import ActorError
 
     try:
         return await call
@@ -214,7 +214,7 @@ async def _unwrapped(call: Future[Any]) -> Any:
 # -- the index --------------------------------------------------------------------------------
 
 async def _index() -> Any:
-    from ._singletons import get_or_spawn_controller
+    from ._runtime._singletons import get_or_spawn_controller
 
     return await get_or_spawn_controller(INDEX_NAME, WeightIndex)
 

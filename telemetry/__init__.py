@@ -17,58 +17,31 @@ from ._api import Span, get_meter, get_tracer, span, traced
 from ._batch import BATCH_VERSION, Batch, BatchError, decode_batch, encode_batch
 from ._capture import Capture, LoggingCapture, StreamTee, install_capture
 from ._context import (
-    TraceContext,
-    current_actor_tags,
-    current_trace_context,
-    reset_actor_tags,
-    reset_trace_context,
-    set_actor_tags,
-    set_trace_context,
+    TraceContext, current_actor_tags, current_trace_context, reset_actor_tags,
+    reset_trace_context, set_actor_tags, set_trace_context,
 )
 from ._actors import message_group
 from ._fold import FoldedLine, compress_ranks, fold, source_label
 from ._hlc import HybridClock, hlc_counter, hlc_wall_ns, now, observe
 from ._hooks import (
-    count_bytes,
-    count_failure,
-    count_message,
-    observe_handler_latency,
-    record_failure,
-    record_transfer,
-    set_queue_depth,
+    count_bytes, count_failure, count_message, observe_handler_latency, record_failure,
+    record_transfer, set_queue_depth,
 )
 from ._otel import install_otel
 from ._otlp import ExporterStatistics, OtlpConfig, OtlpExporter
 from ._perfetto import chrome_trace, write_chrome_trace
 from ._prometheus import MetricsServer, StoreCollector, serve_metrics
 from ._recorder import (
-    Recorder,
-    RecorderStatistics,
-    configure,
-    process_recorder,
-    set_process_recorder,
+    Recorder, RecorderStatistics, configure, process_recorder, set_process_recorder,
 )
 from ._records import (
-    ActorStatus,
-    FailureRecord,
-    LogRecord,
-    MessageRecord,
-    MetricPoint,
-    RunningHandler,
-    SpanRecord,
-    StatusEvent,
-    TransferRecord,
+    ActorStatus, FailureRecord, LogRecord, MessageRecord, MetricPoint, RunningHandler, SpanRecord,
+    StatusEvent, TransferRecord,
 )
 from ._meshbook import MeshEvent
 from ._sites import SpanSite, call_site, invocation_site
 from ._spans import (
-    SiteSpan,
-    SpanHandle,
-    begin_call,
-    begin_invocation,
-    end_call,
-    end_invocation,
-    start_site_span,
+    SiteSpan, SpanHandle, begin_call, begin_invocation, end_call, end_invocation, start_site_span,
     start_span,
 )
 from ._store import Store, StoreStatistics

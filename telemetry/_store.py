@@ -26,15 +26,8 @@ from ._journals import Journals
 from ._logbook import LogBook
 from ._budget import DEFAULT, Budget, failure_bytes, transfer_bytes
 from ._records import (
-    ActorStatus,
-    FailureRecord,
-    LogRecord,
-    MessageRecord,
-    MetricPoint,
-    Record,
-    SpanRecord,
-    StatusEvent,
-    TransferRecord,
+    ActorStatus, FailureRecord, LogRecord, MessageRecord, MetricPoint, Record, SpanRecord,
+    StatusEvent, TransferRecord,
 )
 from ._meshbook import MeshBook
 from ._spanlog import SpanLog, records

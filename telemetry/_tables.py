@@ -22,12 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._columns import SiteSpanColumns
 from ._records import (
-    FailureRecord,
-    LogRecord,
-    MetricPoint,
-    SpanRecord,
-    StatusEvent,
-    TransferRecord,
+    FailureRecord, LogRecord, MetricPoint, SpanRecord, StatusEvent, TransferRecord,
 )
 
 if TYPE_CHECKING:

@@ -79,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def leftovers(root: str, own_job: str | None) -> list[str]:
     """What the session left in its temp directory (pytest's folder and, in the run root, the
     session job's directory and the kept folders aside)."""
-    from monarch._rundir import KEPT
+    from monarch._runtime._rundir import KEPT
 
     # torchinductor_USER is torch's compile cache, made by any process that steps an optimizer
     # (torch's own folder, not something a test or the product forgot)

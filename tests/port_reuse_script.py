@@ -12,7 +12,7 @@ from monarch.job import ProcessJob
 class Where(Actor):
     @endpoint
     def where(self) -> str:
-        from monarch import _process
+        from monarch._runtime import _process_runtime as _process
 
         return _process.current().address
 

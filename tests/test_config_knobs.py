@@ -60,7 +60,7 @@ def test_unknown_refused_and_mistyped_keys():
 class Knobs(Actor):
     @endpoint
     def seen(self) -> dict:
-        from monarch import _forward, _process
+        from monarch._runtime import _forward, _process_runtime as _process
 
         runtime = _process.current()
         return {"fanout": _forward.FANOUT, "delivery": runtime.outbox.delivery_timeout,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from monarch.actor import Actor, ActorError, endpoint
-from monarch._errors import UnpicklableError
+from monarch._runtime._errors import UnpicklableError
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from monarch._debug import format_sessions
+from monarch._actors._debug import format_sessions
 from monarch.actor import Actor, debug_controller, endpoint
 
 pytestmark = pytest.mark.timeout(60)
@@ -101,7 +101,7 @@ def test_break_at_next_message_and_continue_all(procs):
 def test_debug_shell_list_attach_cast_continue(procs):
     import io
 
-    from monarch._debug_shell import ControllerBackend, DebugShell
+    from monarch._actors._debug_shell import ControllerBackend, DebugShell
 
     mesh = procs.spawn("shelled", Paused)
     pending = [mesh.slice(gpus=r).work.call_one(r) for r in range(3)]

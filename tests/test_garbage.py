@@ -14,7 +14,7 @@ import pytest
 from waiting import wait_until
 import zmq
 
-from monarch._identity import current_process
+from monarch._runtime._identity import current_process
 from monarch._wire._messages import VERSION, Call, encode
 from monarch.actor import Actor, Channel, endpoint
 
@@ -89,7 +89,7 @@ def test_garbage_and_unknown_peers_on_a_proc_inbox(procs):
 
 
 def test_garbage_on_the_controller_inbox(procs):
-    from monarch import _process
+    from monarch._runtime import _process_runtime as _process
 
     runtime = _process.current()
     ctx = zmq.Context()

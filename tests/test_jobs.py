@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from waiting import alive, wait_gone, wait_until
 
-from monarch._rundir import run_root, sweep_dead
+from monarch._runtime._rundir import run_root, sweep_dead
 from monarch.actor import Actor, endpoint, this_host
 from monarch.job import LocalJob, ProcessJob, job_load, list_allocations
 

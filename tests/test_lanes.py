@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(180)
 SCRIPT = textwrap.dedent('''
     import json, os, socket, struct
 
-    from monarch import _process
+    from monarch._runtime import _process_runtime as _process
     from monarch.actor import Actor, current_rank, endpoint, this_host
 
 
@@ -129,7 +129,7 @@ def test_a_job_with_lanes_talks_over_them(tmp_path):
 def test_lanes_are_off_when_asked(tmp_path, flag):
     script = tmp_path / "no_lanes_job.py"
     script.write_text(textwrap.dedent('''
-        from monarch import _process
+        from monarch._runtime import _process_runtime as _process
         from monarch.actor import Actor, endpoint, this_host
 
         class P(Actor):

@@ -9,7 +9,7 @@ import signal
 import pytest
 from waiting import wait_gone
 
-from monarch._rundir import run_root, sweep_dead
+from monarch._runtime._rundir import run_root, sweep_dead
 from monarch.actor import Actor, SupervisionError, current_rank, endpoint
 from monarch.job import ProcessJob
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(400)
 class Rank(Actor):
     @endpoint
     def who(self) -> dict:
-        from monarch._identity import current_process
+        from monarch._runtime._identity import current_process
 
         me = current_process()
         return {"point": dict(current_rank()), "pid": os.getpid(), "ip": me.bind_host,

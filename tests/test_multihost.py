@@ -16,7 +16,7 @@ import sys
 import pytest
 from waiting import wait_gone, wait_until
 
-from monarch._rundir import run_root, sweep_dead
+from monarch._runtime._rundir import run_root, sweep_dead
 from monarch.actor import (Actor, SupervisionError, attach_to_workers, current_rank, endpoint,
                            this_host)
 
@@ -35,7 +35,7 @@ class Where(Actor):
 
     @endpoint
     def where(self) -> dict:
-        from monarch import _process
+        from monarch._runtime import _process_runtime as _process
 
         runtime = _process.current()
         return {"point": dict(current_rank()), "address": runtime.address, "pid": os.getpid()}
@@ -207,7 +207,7 @@ def test_a_worker_paused_past_the_heartbeat_is_lost_and_its_procs_end(workers, f
     try:
         failure = fault_log.wait_for(lambda f: f.name == "paused", timeout=30)
         assert "was lost: no heartbeat" in failure.report()
-        from monarch import _process
+        from monarch._runtime import _process_runtime as _process
 
         outbox = _process.current().outbox  # the lost host's socket is closed, not kept
         wait_until(lambda: addresses[0] not in outbox._links, "the lost host's link to go")

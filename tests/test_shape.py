@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monarch._shape import DimensionNotFound, Extent, Point, View
+from monarch._geometry._view import DimensionNotFound, Extent, Point, View
 
 # -- Extent ------------------------------------------------------------------------------------
 

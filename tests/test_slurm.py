@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from monarch._rundir import run_root, sweep_dead
+from monarch._runtime._rundir import run_root, sweep_dead
 from monarch.actor import Actor, SupervisionError, current_rank, endpoint
 
 ROOT = Path(__file__).resolve().parent.parent

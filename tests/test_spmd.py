@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from monarch._extent import Extent, Point
-from monarch._spmd import Ranks
+from monarch._geometry._extent import Extent, Point
+from monarch._mesh._spmd import Ranks
 from monarch.actor import Actor, ActorError, SupervisionError, endpoint, this_host
 from monarch.spmd import SPMDActor, setup_torch_elastic_env, setup_torch_elastic_env_async
 from monarch.tools.network import AddrType, get_ipaddr

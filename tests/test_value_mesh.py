@@ -12,8 +12,8 @@ import sys
 import cloudpickle
 import pytest
 
-from monarch._shape import Extent, Point, View
-from monarch._value_mesh import ValueMesh
+from monarch._geometry._view import Extent, Point, View
+from monarch._geometry._value_mesh import ValueMesh
 
 
 def mesh(labels: list[str], sizes: list[int], values: list | None = None) -> ValueMesh:

@@ -19,7 +19,7 @@ from waiting import wait_until
 
 from test_garbage import push
 
-from monarch._identity import current_process
+from monarch._runtime._identity import current_process
 from monarch._wire._lane import lane_path
 from monarch._wire._messages import VERSION, Call, encode
 from monarch.actor import Actor, endpoint
@@ -58,7 +58,7 @@ KINDS = ("garbage", "truncated", "oversized", "reordered", "replayed", "wrong_se
 
 
 def test_fuzzed_frames_are_refused_counted_and_change_nothing(procs):
-    from monarch import _process
+    from monarch._runtime import _process_runtime as _process
 
     tally = procs.spawn("fuzz_target", Tally)
     target = tally.slice(**{label: 0 for label in procs.sizes})

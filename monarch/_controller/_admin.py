@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .._rundir import DISCOVERY
+from .._runtime._rundir import DISCOVERY
 from .._wire._switch import switch
 from ._admin_actions import ActionError, BadRequest
 from ._admin_api import AdminApi, Binary, Params, Stream, Text

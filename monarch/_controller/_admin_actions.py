@@ -15,11 +15,12 @@ import sys
 import time
 from typing import Any
 
-from .. import _services, config
-from .._future import Future
-from .._proc_mesh import ProcMesh
-from .._selection import SelectionError, select_ranks
-from .._shape import View
+from .._runtime import _controller_calls as _services
+from .. import config
+from .._runtime._future import Future
+from .._mesh._proc_mesh import ProcMesh
+from .._geometry._selection import SelectionError, select_ranks
+from .._geometry._view import View
 from ._admin_views import CONTROLLER
 from ._supervisor import RUNNING, STARTING, STOPPING
 
@@ -198,7 +199,7 @@ class Actions:
     def debugger(self) -> Any:
         """The job's DebugController actor mesh (spawned on first use)."""
         if self._debug is None:
-            from .._debug import debug_controller
+            from .._actors._debug import debug_controller
 
             self._debug = debug_controller()
         return self._debug

@@ -1,6 +1,6 @@
 """Services in the admin topology: replicas, their state and load, from the routers' metrics.
 
-A service's router (`monarch._service_router`) publishes per replica the gauges
+A service's router (`monarch._rl._router`) publishes per replica the gauges
 `service_replica_state` (0 starting, 1 healthy, 2 failed, 3 stopped) and
 `service_replica_outstanding`, and the counter `service_routed`, labelled (service, router,
 replica, generation, mesh) — `router` is the router's actor id, so two services of one name

@@ -1,4 +1,4 @@
-"""The controller's side of job histories (see `monarch._history`): a watcher thread that,
+"""The controller's side of job histories (see `monarch._history._runs`): a watcher thread that,
 every `WATCH_S`, marks stalled handlers and, every `HISTORY_S` (further apart when writes are
 slow, see `HISTORY_DUTY`), appends what the store received since its last pass to the job's
 Parquet history.
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import telemetry
-from .._history import JOB_FILE, history_dir, prune
-from .._rundir import start_time
+from .._history._runs import JOB_FILE, history_dir, prune
+from .._runtime._rundir import start_time
 from ..telemetry import _tables as tables
 
 DEFAULT_HISTORY_MB = 256.0

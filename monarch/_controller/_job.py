@@ -19,18 +19,20 @@ import threading
 import time
 from typing import Any
 
-from .. import _agent, _instrument, _process, _services, _supervision, config, telemetry
-from .._context import Context, Instance, install_log_prefix, set_root
-from .._settings import follow_settings, proc_settings
-from .._future import Future
+from .._actors import _system_agent as _agent, _supervision
+from .._runtime import _instrument, _process_runtime as _process, _controller_calls as _services
+from .. import config, telemetry
+from .._runtime._context import Context, Instance, install_log_prefix, set_root
+from .._runtime._settings import follow_settings, proc_settings
+from .._runtime._future import Future
 from .._host._agent import HostAgent
-from .._host_mesh import LOCAL_HOST, local_host_mesh
-from .._identity import ProcessIdentity, set_current_process
-from .._proc_mesh import ProcMesh
-from .._process import ProcessRuntime
+from .._mesh._host_mesh import LOCAL_HOST, local_host_mesh
+from .._runtime._identity import ProcessIdentity, set_current_process
+from .._mesh._proc_mesh import ProcMesh
+from .._runtime._process_runtime import ProcessRuntime
 from .._rdma._segments import sweep_job as sweep_rdma_segments
-from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
-from .._shape import Extent, Point, View
+from .._runtime._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
+from .._geometry._view import Extent, Point, View
 from ..telemetry._budget import DEFAULT_MB, Budget
 from ..telemetry._recorder import recovered_batch
 from .._wire import _serial
@@ -38,8 +40,8 @@ from .._wire._switch import number
 from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
 from . import _admin_views as views
-from .._history import enabled as history_enabled
-from .._history import history_dir, prune_limits
+from .._history._runs import enabled as history_enabled
+from .._history._runs import history_dir, prune_limits
 from ._admin import parse_addr
 from ._exporters import metrics_port, start_exporters
 from ._history_writer import DEFAULT_HISTORY_MB, Watcher

@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any
 
-from .._future import Future
+from .._runtime._future import Future
 from .._host.worker import HEARTBEAT_S, SILENCE_S, OwnGaps
 from .._wire._messages import ProcExited
 from .._wire._transport import is_private
@@ -194,11 +194,11 @@ def attach_to_workers(workers: list[Any], name: str | None = None,
     returns at once: `initialized` and `spawn_procs` wait for the attach (and raise its
     RuntimeError); otherwise it is waited for here."""
     from .. import config
-    from .._context import root
+    from .._runtime._context import root
     from .._host.worker import split_alias, worker_secret
-    from .._host_mesh import HostMesh
-    from .._services import call
-    from .._shape import View
+    from .._mesh._host_mesh import HostMesh
+    from .._runtime._controller_calls import call
+    from .._geometry._view import View
 
     root()  # this process becomes the controller, if it is not yet
     wait = config.seconds("mesh_attach_config_timeout") if timeout is None else timeout

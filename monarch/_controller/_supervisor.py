@@ -15,12 +15,13 @@ import signal as _signal
 import time
 from typing import Any, Callable
 
-from .. import _supervision, config
-from .._extent import unravel
-from .._errors import ActorError
-from .._future import Future
-from .._proc_mesh import STOPPED_REASON
-from .._process import ProcessRuntime
+from .._actors import _supervision
+from .. import config
+from .._geometry._extent import unravel
+from .._runtime._errors import ActorError
+from .._runtime._future import Future
+from .._mesh._proc_mesh import STOPPED_REASON
+from .._runtime._process_runtime import ProcessRuntime
 from .._wire import _serial
 from .._wire._messages import ProcStarted
 

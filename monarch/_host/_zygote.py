@@ -28,7 +28,7 @@ def main() -> None:
     fd, parent = int(sys.argv[1]), int(sys.argv[2])
     _lifeline.die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    importlib.import_module("monarch._proc_main")  # the whole proc runtime, imported once
+    importlib.import_module("monarch._proc._main")  # the whole proc runtime, imported once
     Zygote(socket.socket(fileno=fd)).run()
 
 
@@ -102,12 +102,12 @@ class Zygote:
             self._sock.close()
             launch = config.pop("launch", None)
             if config.get("bind"):
-                from monarch._bootstrap_command import apply_bind
+                from monarch._mesh._bootstrap_command import apply_bind
 
                 launch = apply_bind(config["bind"], launch)
             if launch is not None:
                 _exec(launch, config)  # becomes the bootstrap command (same pid); no return
-            from monarch import _proc_main
+            from monarch._proc import _main as _proc_main
 
             code = _proc_main.run(config)
         except BaseException:  # noqa: BLE001 - a proc must never return into the zygote

@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._future import Future
-from .._identity import ProcessIdentity, set_current_process
-from .._process import ProcessRuntime
-from .._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
-from .._instrument import RECOVERED_NOTICE, crash_stem
+from .._runtime._future import Future
+from .._runtime._identity import ProcessIdentity, set_current_process
+from .._runtime._process_runtime import ProcessRuntime
+from .._runtime._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
+from .._runtime._instrument import RECOVERED_NOTICE, crash_stem
 from .._wire._messages import Notice, ProcExited
 from ..telemetry._batch import encode_batch
 from ..telemetry._recorder import recovered_batch

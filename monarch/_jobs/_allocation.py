@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._rundir import _start_time, run_root, run_root_path
+from .._runtime._rundir import _start_time, run_root, run_root_path
 
 ALLOCATIONS = "allocations"
 """The run root's directory of allocation records (never swept as a dead job's)."""

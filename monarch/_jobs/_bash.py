@@ -14,9 +14,9 @@ import sys
 import tempfile
 from typing import Any
 
-from .._actor import Actor
-from .._context import current_rank
-from .._endpoint import endpoint
+from .._actors._actor import Actor
+from .._runtime._context import current_rank
+from .._actors._endpoint import endpoint
 
 
 def command_script(cmd: list[str], env: dict[str, str] | None = None,

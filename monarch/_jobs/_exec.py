@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from .._future import Future
+from .._runtime._future import Future
 from ._bash import BashActor, command_script, is_python
 
 HOST_FAILED = 255
@@ -96,7 +96,7 @@ def stream_command(targets: list[tuple[str, Any]], script: str,
     """Runs `script` on every host of every (name, HostMesh) target, one proc per host,
     calling `on_line(host label, "out"|"err", line)` as lines arrive; the exit code of each
     host label (`trainers/1`). A host that fails meanwhile counts `HOST_FAILED`."""
-    from .._channel import Channel
+    from .._actors._channel import Channel
 
     port, receiver = Channel[str].open()
     running: list[tuple[list[str], Any, Any]] = []

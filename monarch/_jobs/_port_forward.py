@@ -19,11 +19,11 @@ import asyncio
 import uuid
 from typing import Any, Callable
 
-from .._actor import Actor
-from .._channel import Channel, Port, PortReceiver
-from .._context import current_rank
-from .._endpoint import endpoint
-from .._errors import ActorError
+from .._actors._actor import Actor
+from .._actors._channel import Channel, Port, PortReceiver
+from .._runtime._context import current_rank
+from .._actors._endpoint import endpoint
+from .._runtime._errors import ActorError
 
 CHUNK = 64 * 1024
 """Bytes read from a socket per message."""

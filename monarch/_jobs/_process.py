@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._rundir import _start_time, sweep_dead
+from .._runtime._rundir import _start_time, sweep_dead
 from . import _allocation
 from ._trait import JobState, JobTrait
 

@@ -22,7 +22,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any, Literal, NamedTuple, Self, Sequence
 
-from .. import _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
+from .._runtime import _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
 from ._telemetry import MeshAdminConfig, QueryEngineClient, TelemetryConfig, admin_address
 
 logger = logging.getLogger("monarch.job")
@@ -341,7 +341,7 @@ class JobTrait(ABC):
 
 def _detach(addresses: list[str]) -> None:
     """If this process is a controller attached to these workers, detaches from them."""
-    from .. import _services
+    from .._runtime import _controller_calls as _services
 
     detach = _services.local_service("detach_workers")
     if detach is None or not addresses:

@@ -14,14 +14,7 @@ from ._errors import BufferDroppedError, OwnerGoneError, RDMAError
 from ._handle import BufferHandle, ServerAddress
 from ._segments import leftovers, sweep_job
 from ._transfer import (
-    TransferFuture,
-    check_read,
-    check_write,
-    choose_path,
-    drop,
-    read_into,
-    register,
-    statistics,
+    TransferFuture, check_read, check_write, choose_path, drop, read_into, register, statistics,
     write_from,
 )
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._identity import ProcessIdentity
+from .._runtime._identity import ProcessIdentity
 from ..telemetry import process_recorder
 from . import _cma, _config, _pump, _segments
 from ._errors import BufferDroppedError

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._future import Future
-from .._identity import current_process
+from .._runtime._future import Future
+from .._runtime._identity import current_process
 from ..telemetry import current_actor_tags, record_transfer
 from . import _client, _cma, _config
 from ._errors import BufferDroppedError, OwnerGoneError

@@ -29,9 +29,9 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .. import _context
-from .._future import Future
-from .._shape import View
+from .._runtime import _context
+from .._runtime._future import Future
+from .._geometry._view import View
 from ._ops import DELETE
 
 MAX_OPS = 1024
@@ -54,7 +54,7 @@ class Engine:
             raise NotImplementedError(
                 "the tensor engine runs on procs of this host only (its process groups "
                 "rendezvous through a file in the job's run directory)")
-        from .._identity import current_process
+        from .._runtime._identity import current_process
 
         store = str(current_process().run_dir / f"tensor-engine-{self.id}.store")
         threads = max(1, (os.cpu_count() or 1) // len(self.full))

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils import _pytree as pytree
 
-from .._future import Future
+from .._runtime._future import Future
 from ._dispatch import _scan
 from ._engine import Engine
 from ._mesh import DeviceMesh, active_mesh, no_mesh

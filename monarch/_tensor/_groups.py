@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ..telemetry import record_transfer
-from .._shape import View
+from .._geometry._view import View
 from ._ops import Failure
 
 TIMEOUT = datetime.timedelta(seconds=300)

@@ -15,8 +15,8 @@ from typing import Any, Iterator, Sequence
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._geometry import OnView
-from .._shape import View
+from .._geometry._onview import OnView
+from .._geometry._view import View
 from ._engine import Engine, engine_of
 
 

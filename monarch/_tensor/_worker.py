@@ -21,10 +21,10 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..telemetry import start_span
-from .._actor import Actor
-from .._context import context
-from .._endpoint import endpoint
-from .._shape import View
+from .._actors._actor import Actor
+from .._runtime._context import context
+from .._actors._endpoint import endpoint
+from .._geometry._view import View
 from . import _ops
 from ._groups import Groups
 from ._ops import MAIN_STREAM, Failure, Placeholder, Ref

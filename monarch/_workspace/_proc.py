@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from .._process import ProcessRuntime
+from .._runtime._process_runtime import ProcessRuntime
 from .._wire import _serial
 from .._wire._messages import ERROR, OK, Call
 

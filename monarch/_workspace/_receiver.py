@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import _rdma
-from .._actor import Actor
-from .._endpoint import endpoint
+from .._actors._actor import Actor
+from .._actors._endpoint import endpoint
 from ._tree import digest_file
 
 READ_TIMEOUT_S = 600.0

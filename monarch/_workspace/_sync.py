@@ -20,10 +20,11 @@ from typing import Any, Callable
 
 import msgpack
 
-from .. import _context, _process, _rdma, _services
-from .._future import Future
-from .._ports import CallInfo, OneSink
-from .._shape import View
+from .._runtime import _context, _process_runtime as _process, _controller_calls as _services
+from .. import _rdma
+from .._runtime._future import Future
+from .._runtime._ports import CallInfo, OneSink
+from .._geometry._view import View
 from ._receiver import WorkspaceReceiver, check_name
 from ._tree import FileEntry, scan
 

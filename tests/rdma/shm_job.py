@@ -69,7 +69,7 @@ def main(mode: str, scratch: str) -> None:
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     holders = procs.spawn("holders", Holder)
     pids = holders.pid.call().get(timeout=60)
-    from monarch._identity import current_process
+    from monarch._runtime._identity import current_process
 
     job = current_process().job_id
     print("job", job, flush=True)

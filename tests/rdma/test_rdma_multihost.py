@@ -15,7 +15,7 @@ import pytest
 from rdma_kinds import content, digest
 
 from monarch import _rdma
-from monarch._rundir import run_root, sweep_dead
+from monarch._runtime._rundir import run_root, sweep_dead
 from monarch.actor import Actor, attach_to_workers, endpoint
 from monarch.rdma import RDMABuffer
 

@@ -14,9 +14,9 @@ import pytest
 from waiting import wait_until
 
 from monarch._controller._supervisor import RUNNING, ProcRecord, Supervisor
-from monarch._errors import ActorError
-from monarch._identity import ProcessIdentity
-from monarch._process import ProcessRuntime
+from monarch._runtime._errors import ActorError
+from monarch._runtime._identity import ProcessIdentity
+from monarch._runtime._process_runtime import ProcessRuntime
 from monarch._wire import _serial
 
 pytestmark = pytest.mark.timeout(60)

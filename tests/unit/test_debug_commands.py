@@ -1,4 +1,4 @@
-"""The debugger's command language (`monarch._debug_commands`): what parses, to what, and what
+"""The debugger's command language (`monarch._actors._debug_commands`): what parses, to what, and what
 is refused. Monarch's own parser cases run against it too (the conformance suite's
 test_debugger.py); these pin our additions: the error texts and `selects`."""
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from monarch._debug_commands import (Attach, Cast, Continue, DebugCommandError, Help,
+from monarch._actors._debug_commands import (Attach, Cast, Continue, DebugCommandError, Help,
                                      ListCommand, Quit, parse_command, selects)
 
 

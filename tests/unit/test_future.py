@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from monarch._future import Future
+from monarch._runtime._future import Future
 from monarch.actor import returns_future
 
 

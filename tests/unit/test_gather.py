@@ -1,4 +1,4 @@
-"""A leader waiting for many replies on a busy host reads them in batches (`monarch._gather`)."""
+"""A leader waiting for many replies on a busy host reads them in batches (`monarch._runtime._gather`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from monarch import _clock, _gather
-from monarch._future import Future
-from monarch._identity import ProcessIdentity
-from monarch._ports import CallInfo, CallSink, OneSink
-from monarch._process import ProcessRuntime
+from monarch._runtime import _clock, _gather
+from monarch._runtime._future import Future
+from monarch._runtime._identity import ProcessIdentity
+from monarch._runtime._ports import CallInfo, CallSink, OneSink
+from monarch._runtime._process_runtime import ProcessRuntime
 from monarch._wire._messages import OK, Reply
 
 pytestmark = pytest.mark.timeout(60)

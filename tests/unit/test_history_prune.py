@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch import _history
+from monarch._history import _runs as _history
 
 
 def make(root: Path, job: str, *, days_ago: float, state: str, mb: float = 0.0) -> Path:

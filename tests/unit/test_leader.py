@@ -6,7 +6,7 @@ import collections
 import queue
 import threading
 
-from monarch._leader import BATON, QUIET_CHECKS, WATCH, Leadership
+from monarch._runtime._leader import BATON, QUIET_CHECKS, WATCH, Leadership
 
 
 def test_parked_baton_is_taken_without_waking_anyone():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from monarch._ordering import Numbering, Reorder
+from monarch._runtime._ordering import Numbering, Reorder
 
 
 def test_numbering_is_per_sender_mesh_and_rank():
@@ -98,7 +98,7 @@ def test_a_replayed_number_is_dropped_and_counted_never_run_twice():
 
 
 def test_held_messages_are_bounded(monkeypatch):
-    from monarch import _ordering
+    from monarch._runtime import _ordering
 
     monkeypatch.setattr(_ordering, "MAX_HELD", 3)
     reorder = Reorder(lambda item: None)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from monarch import _rundir
-from monarch._rundir import OWNER, STALE_WITHOUT_OWNER_S, claim, sweep_dead
+from monarch._runtime import _rundir
+from monarch._runtime._rundir import OWNER, STALE_WITHOUT_OWNER_S, claim, sweep_dead
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from monarch._future import Future
-from monarch._identity import ProcessIdentity
-from monarch._ports import CallInfo, OneSink
-from monarch._process import ProcessRuntime
+from monarch._runtime._future import Future
+from monarch._runtime._identity import ProcessIdentity
+from monarch._runtime._ports import CallInfo, OneSink
+from monarch._runtime._process_runtime import ProcessRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

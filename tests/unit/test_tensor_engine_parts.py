@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from monarch._shape import View
+from monarch._geometry._view import View
 from monarch._tensor import _meta
 from monarch._tensor._dispatch import _scan
 from monarch._tensor._groups import move_pairs, reduce_members

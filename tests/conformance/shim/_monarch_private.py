@@ -90,7 +90,7 @@ ALIASES: dict[str, dict[str, str]] = {
     "monarch._src.job.slurm": {"SlurmJob": "monarch.job:SlurmJob"},
     # the debugger's command language: our parser's values, and its entry as Monarch calls it
     "monarch._src.actor.debugger.debug_command": {
-        **{name: f"monarch._debug_commands:{name}" for name in (
+        **{name: f"monarch._actors._debug_commands:{name}" for name in (
             "Attach", "Cast", "Continue", "Help", "ListCommand", "Quit")},
         "DebugCommand": "_monarch_private:DebugCommand",
     },
@@ -160,7 +160,7 @@ class DebugCommand:
 
     @staticmethod
     async def parse(debug_io: DebugStdIO, line: str) -> Any:
-        from monarch._debug_commands import DebugCommandError, parse_command
+        from monarch._actors._debug_commands import DebugCommandError, parse_command
 
         try:
             return parse_command(line)
@@ -178,7 +178,7 @@ class ActorKind(enum.Enum):
 
 def actor_kind(cls: type) -> ActorKind:
     """Monarch's private `_actor_kind`, answered by pymonarch's own rule (and its errors)."""
-    from monarch._endpoint import check_sync_async
+    from monarch._actors._endpoint import check_sync_async
 
     return ActorKind.ASYNC if check_sync_async(cls) else ActorKind.SYNC
 

@@ -1,0 +1,2 @@
+"""RL building blocks: the service router (`monarch.service`) and weight sync
+(`monarch.weights`)."""

@@ -1,0 +1,19 @@
+"""The seam through which the runtime starts a job without importing the controller.
+
+The runtime (`_context.root()`) calls the starter registered here; only the public surface
+(`monarch.actor`, `monarch.rdma`, `monarch.job`) imports this module, so the layers run one way:
+public surface -> controller -> runtime. Importing it registers a function and nothing more.
+"""
+
+from __future__ import annotations
+
+from . import _context
+
+
+def _start_job() -> None:
+    from .._controller._job import ensure_job
+
+    ensure_job()
+
+
+_context.set_job_starter(_start_job)
