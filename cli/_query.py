@@ -1,6 +1,6 @@
-"""`monarch query "SQL"` (DataFusion over the job's telemetry, live or from its history),
-`monarch jobs` (live and finished jobs) and `monarch inspect MESH RANK` (one actor: what it
-runs now, what waits, its flight recorder)."""
+"""`monarch query "SQL"` (DataFusion over the job's telemetry, live or from its history) and
+`monarch inspect MESH RANK` (one actor: what it runs now, what waits, its flight recorder).
+`monarch jobs` is in `_jobs.py`."""
 
 from __future__ import annotations
 

@@ -23,10 +23,7 @@ from ._context import (
 from ._actors import message_group
 from ._fold import FoldedLine, compress_ranks, fold, source_label
 from ._hlc import HybridClock, hlc_counter, hlc_wall_ns, now, observe
-from ._hooks import (
-    count_bytes, count_failure, count_message, observe_handler_latency, record_failure,
-    record_transfer, set_queue_depth,
-)
+from ._hooks import record_transfer, set_queue_depth
 from ._otel import install_otel
 from ._otlp import ExporterStatistics, OtlpConfig, OtlpExporter
 from ._perfetto import chrome_trace, write_chrome_trace
@@ -90,9 +87,6 @@ __all__ = [
     "compress_ranks",
     "source_label",
     "configure",
-    "count_bytes",
-    "count_failure",
-    "count_message",
     "current_actor_tags",
     "current_trace_context",
     "decode_batch",
@@ -110,9 +104,7 @@ __all__ = [
     "message_group",
     "now",
     "observe",
-    "observe_handler_latency",
     "process_recorder",
-    "record_failure",
     "record_transfer",
     "reset_actor_tags",
     "reset_trace_context",

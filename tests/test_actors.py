@@ -273,6 +273,23 @@ def test_channel_port_send_and_accumulator(procs):
     assert [receiver2.recv().get(timeout=10) for _ in range(4)] == [6, 6, 6, 6]
 
 
+def test_a_once_channel_takes_one_value(procs):
+    """`Channel.open(once=True)` is a one-shot port: its first value arrives, the others are
+    dropped (the port is closed), while a plain channel keeps every value."""
+    mesh = procs.spawn("once_callers", Caller)
+    port, receiver = Channel.open(once=True)
+    mesh.send_to.broadcast(port, 10)  # four senders
+    assert receiver.recv().get(timeout=10) in (10, 11, 12, 13)
+    plain, plain_receiver = Channel.open()
+    mesh.send_to.broadcast(plain, 20)  # after the others, on the same links
+    assert sorted(plain_receiver.recv().get(timeout=10) for _ in range(4)) == [20, 21, 22, 23]
+    late = receiver.recv()
+    with pytest.raises(TimeoutError):
+        late.get(timeout=0.5)  # nothing more reached the one-shot port
+    with pytest.raises(TypeError, match="once must be a bool"):
+        Channel.open(once="yes")  # type: ignore[arg-type]
+
+
 def test_meshes_and_ports_pass_to_other_actors(procs):
     callers = procs.spawn("passer", Caller)
     targets = procs.spawn("target", Echo)

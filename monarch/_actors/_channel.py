@@ -94,21 +94,28 @@ class Channel(Generic[R]):
 
     @staticmethod
     def open(once: bool = False) -> tuple[Port[R], PortReceiver[R]]:
-        """A new channel in this process: the Port to hand out and the receiver to keep."""
-        return _open(ranked=False)
+        """A new channel in this process: the Port to hand out and the receiver to keep.
+        `once`: a one-shot port, closed after its first value (later sends are dropped)."""
+        return _open(ranked=False, once=_flag(once))
 
     @staticmethod
     def open_ranked(once: bool = False) -> tuple[Port[R], PortReceiver[tuple[int, R]]]:
         """Like `open`, with a receiver that yields `(rank, value)` pairs."""
-        return _open(ranked=True)  # type: ignore[return-value]
+        return _open(ranked=True, once=_flag(once))  # type: ignore[return-value]
 
 
-def _open(ranked: bool) -> tuple[Port[Any], PortReceiver[Any]]:
+def _flag(once: Any) -> bool:
+    if not isinstance(once, bool):
+        raise TypeError(f"Channel.open: once must be a bool, got {once!r}")
+    return once
+
+
+def _open(ranked: bool, once: bool = False) -> tuple[Port[Any], PortReceiver[Any]]:
     from .._runtime._context import root
 
     root()  # joins (or starts) the job
     runtime = _process.current()
     assert runtime is not None
-    sink = QueueSink(ranked)
+    sink = QueueSink(ranked, once)
     port_id = runtime.new_port(sink)
     return Port(runtime.address, port_id), PortReceiver(sink, port_id)

@@ -179,16 +179,18 @@ class StreamSink(Sink):
 
 
 class QueueSink(Sink):
-    """Values sent to a Port, received in order by a PortReceiver; lives until closed."""
+    """Values sent to a Port, received in order by a PortReceiver; lives until closed, or,
+    `once`, until its first value (later ones are dropped: a one-shot port)."""
 
-    __slots__ = ("_lock", "_values", "_waiters", "ranked")
+    __slots__ = ("_lock", "_values", "_waiters", "ranked", "once")
 
-    def __init__(self, ranked: bool = False) -> None:
+    def __init__(self, ranked: bool = False, once: bool = False) -> None:
         super().__init__((), None)
         self._lock = threading.Lock()
         self._values: collections.deque[tuple[Reply, list[Any]]] = collections.deque()
         self._waiters: collections.deque[Future[Any]] = collections.deque()
         self.ranked = ranked
+        self.once = once
 
     def deliver(self, reply: Reply, frames: list[Any]) -> bool:
         with self._lock:
@@ -196,9 +198,9 @@ class QueueSink(Sink):
                 waiter = self._waiters.popleft()
             else:
                 self._values.append((reply, frames))
-                return False
+                return self.once
         self._settle(waiter, reply, frames)
-        return False
+        return self.once
 
     def next(self) -> Future[Any]:
         """A future of the next value sent to the port."""

@@ -1,14 +1,6 @@
 from __future__ import annotations
 
-from monarch.telemetry import (
-    MetricPoint,
-    Recorder,
-    count_bytes,
-    count_failure,
-    count_message,
-    observe_handler_latency,
-    set_queue_depth,
-)
+from monarch.telemetry import MetricPoint, Recorder, set_queue_depth
 from monarch.telemetry._metrics import LATENCY_BOUNDS
 
 
@@ -25,24 +17,24 @@ def points(recorder: Recorder) -> dict[tuple, MetricPoint]:
     return {(p.name, tuple(sorted(p.labels.items()))): p for p in found}
 
 
-def test_hooks_become_metric_points(recorder: Recorder) -> None:
-    count_message("trainer", "step")
-    count_message("trainer", "step")
-    count_bytes("sent", 100)
-    count_bytes("sent", 50)
+def test_metric_tables_become_metric_points(recorder: Recorder) -> None:
+    recorder.metrics.inc(("messages_handled", "trainer", "step"))
+    recorder.metrics.inc(("messages_handled", "trainer", "step"))
+    recorder.metrics.inc(("message_bytes", "sent"), 100)
+    recorder.metrics.inc(("message_bytes", "sent"), 50)
     set_queue_depth("trainer[0]", 4)
-    count_failure("trainer")
+    recorder.metrics.inc(("job_failures", "user"))
     got = points(recorder)
     assert got[("messages_handled", (("mesh", "trainer"), ("method", "step")))].value == 2
     assert got[("message_bytes", (("direction", "sent"),))].value == 150
     assert got[("queue_depth", (("actor", "trainer[0]"),))].kind == "gauge"
-    assert got[("failures", (("mesh", "trainer"),))].kind == "counter"
+    assert got[("job_failures", (("cause", "user"),))].kind == "counter"
     assert all(p.source == "proc-a" for p in got.values())
 
 
 def test_latency_histogram_buckets(recorder: Recorder) -> None:
     for seconds in (0.00005, 0.0003, 0.0003, 100.0):
-        observe_handler_latency("trainer", "step", seconds)
+        recorder.metrics.observe(("handler_latency_seconds", "trainer", "step"), seconds)
     hist = points(recorder)[("handler_latency_seconds",
                              (("mesh", "trainer"), ("method", "step")))]
     assert hist.kind == "histogram" and hist.count == 4
@@ -52,10 +44,10 @@ def test_latency_histogram_buckets(recorder: Recorder) -> None:
 
 
 def test_only_changed_series_are_drained_again(recorder: Recorder) -> None:
-    count_message("a", "m")
-    count_message("b", "m")
+    recorder.metrics.inc(("messages_handled", "a", "m"))
+    recorder.metrics.inc(("messages_handled", "b", "m"))
     drain(recorder)
-    count_message("a", "m")
+    recorder.metrics.inc(("messages_handled", "a", "m"))
     again = points(recorder)
     assert list(again) == [("messages_handled", (("mesh", "a"), ("method", "m")))]
     assert next(iter(again.values())).value == 2  # cumulative

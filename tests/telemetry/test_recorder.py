@@ -4,11 +4,11 @@ import os
 
 from monarch.telemetry import (
     BATCH_VERSION,
+    FailureRecord,
     Recorder,
     TransferRecord,
     decode_batch,
     encode_batch,
-    record_failure,
     record_transfer,
     reset_actor_tags,
     set_actor_tags,
@@ -46,7 +46,7 @@ def test_batch_wire_format(recorder: Recorder) -> None:
     span = start_span("Trainer.step", attributes={"mesh": "trainer", "rank": 1})
     span.end()
     record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
-    record_failure("trainer", 1, "Trainer", "boom", traceback="tb")
+    recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom", "tb"))
     wire = drain(recorder)
     (version, resource, spans, logs, metrics, transfers, failures, sites, site_spans, statuses,
      messages) = wire
@@ -58,7 +58,7 @@ def test_batch_wire_format(recorder: Recorder) -> None:
     assert transfers[0][:5] == [1024, 0.5, "proc-a", "proc-b", "shm"]
     assert failures[0][0] == "trainer" and failures[0][7] == "boom"
     names = {m[0] for m in metrics}
-    assert {"transfer_bytes", "transfers", "failures"} <= names
+    assert {"transfer_bytes", "transfers"} <= names
 
 
 def test_drained_bytes_decode_to_records(recorder: Recorder) -> None:
@@ -95,7 +95,7 @@ def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder) ->
     record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
     assert recorder.due(backlog=4)
     drain(recorder)
-    record_failure("trainer", 1, "Trainer", "boom")
+    recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom"))
     assert recorder.due(backlog=4)
     drain(recorder)
     entry = ("step", "root", 1, 2, "ok", 0)
