@@ -201,6 +201,20 @@ def _str(key: str, value: Any) -> str:
     return value
 
 
+def enable_transport(transport: Any) -> None:
+    """Chooses the transport new processes of this job listen on (a `ChannelTransport` or its
+    name; `monarch.actor.enable_transport`).
+
+    Unix (ipc) and TCP are available; TLS and QUIC variants raise ValueError (peers here are
+    authenticated with the job secret, and encrypted with CURVE off loopback).
+    """
+    from ._runtime._ids import ChannelTransport
+
+    member = transport if isinstance(transport, ChannelTransport) else ChannelTransport.get(
+        transport)
+    configure(default_transport=member)
+
+
 def _transport(key: str, value: Any) -> str:
     from ._runtime._ids import ChannelTransport, transport_key
 

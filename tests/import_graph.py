@@ -49,7 +49,7 @@ def raw_imports(name: str, path: Path) -> set[str]:
     """Absolute dotted names a module imports (a name may be a module or an attribute)."""
     package = name if _is_package(name, path) else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _running_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -67,6 +67,25 @@ def raw_imports(name: str, path: Path) -> set[str]:
     return found
 
 
+def _running_nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node of `tree` but those under `if TYPE_CHECKING:` (imports a checker reads and
+    Python never runs)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _with_parents(name: str) -> Iterable[str]:
     parts = name.split(".")
     for i in range(1, len(parts) + 1):
@@ -74,14 +93,17 @@ def _with_parents(name: str) -> Iterable[str]:
 
 
 def graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """Module -> the project modules importing it runs (their parent packages included)."""
+    """Module -> the project modules importing it runs (their parent packages included, but
+    not the module's own: those are being imported already when it runs, as a package's
+    `__init__` that imports its own modules)."""
     files = module_files(root)
     edges: dict[str, set[str]] = {}
     for name, path in files.items():
+        own = set(_with_parents(name.rpartition(".")[0])) if "." in name else set()
         targets: set[str] = set()
         for imported in raw_imports(name, path):
             for candidate in _with_parents(imported):
-                if candidate in files and candidate != name:
+                if candidate in files and candidate != name and candidate not in own:
                     targets.add(candidate)
         edges[name] = targets
     return edges

@@ -23,6 +23,7 @@ from .._geometry._view import View
 from .._geometry._value_mesh import ValueMesh
 from .._wire import _serial
 from .._wire._transport import PeerGone
+from ._system_calls import ping_actors, stop_actors
 
 A = TypeVar("A")
 
@@ -176,8 +177,6 @@ class ActorMesh(OnView, Generic[A]):
 
     def stop(self, reason: str = "actor was stopped") -> Future[None]:
         """Stops these actors (after `__cleanup__`); later calls raise SupervisionError."""
-        from ._proc_mesh import stop_actors
-
         self._stop_requested = True
         return stop_actors(self, reason)
 
@@ -190,8 +189,6 @@ class ActorMesh(OnView, Generic[A]):
     @property
     def initialized(self) -> Future[None]:
         """A future settled once every actor has run `__init__`."""
-        from ._proc_mesh import ping_actors
-
         return ping_actors(self)
 
     def __reduce__(self) -> Any:

@@ -1,12 +1,11 @@
-"""Identifiers and transports: ProcId, Uid, ChannelTransport, enable_transport."""
+"""Identifiers and transports: ProcId, Uid, ChannelTransport (`monarch.config.enable_transport`
+chooses one)."""
 
 from __future__ import annotations
 
 import enum
 import secrets
 from typing import Any
-
-from .. import config
 
 
 class ChannelTransport(enum.Enum):
@@ -34,17 +33,6 @@ class ChannelTransport(enum.Enum):
 
 _SUPPORTED = {ChannelTransport.Unix, ChannelTransport.Local, ChannelTransport.TcpWithLocalhost,
               ChannelTransport.TcpWithHostname}
-
-
-def enable_transport(transport: "ChannelTransport | str") -> None:
-    """Chooses the transport new processes of this job listen on.
-
-    Unix (ipc) and TCP are available; TLS and QUIC variants raise ValueError (peers here are
-    authenticated with the job secret, and encrypted with CURVE off loopback).
-    """
-    member = transport if isinstance(transport, ChannelTransport) else ChannelTransport.get(
-        transport)
-    config.configure(default_transport=member)
 
 
 def transport_key(member: ChannelTransport) -> str:
