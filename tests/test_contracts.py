@@ -97,11 +97,16 @@ def test_the_import_graph_sees_lazy_and_importlib_imports(tmp_path):
         "def root():\n"
         "    importlib.import_module('monarch._controller._job')\n")
     (tmp_path / "monarch" / "_other.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from . import _typed\n"
         "def f():\n    from ._controller import _job\n")
+    (tmp_path / "monarch" / "_typed.py").write_text("from . import _other\n")
     edges = graph(tmp_path)
-    assert edges["monarch._context"] == {"monarch", "monarch._controller",
-                                         "monarch._controller._job"}
+    # its own package `monarch` is being imported when it runs: no edge to it
+    assert edges["monarch._context"] == {"monarch._controller", "monarch._controller._job"}
     assert "monarch._controller._job" in edges["monarch._other"]
+    # an import only a type checker reads never runs: no edge, so no cycle with _typed
+    assert "monarch._typed" not in edges["monarch._other"]
     assert cycles(edges) == [["monarch._context", "monarch._controller._job"]]
 
 
