@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._runtime import _jobstart
+from ._controller import _start as _jobstart
 from ._actors import _supervision
 from . import config  # noqa: F401 - _jobstart: the job starts on use
 from . import service  # noqa: F401 - registers what Actor.options returns
 from ._actors._actor import Actor
 from ._mesh._actor_mesh import ActorMesh  # noqa: F401 - importable, as in Monarch
 from ._actors._channel import Channel, Port, PortReceiver
-from ._mesh._bootstrap_command import BootstrapCommand, default_bootstrap_cmd
+from ._host._bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from ._runtime._context import Context, context, current_actor_name, current_rank, current_size
 from ._actors._endpoint import (
     Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint, returns_future, send,
@@ -40,7 +40,7 @@ from ._runtime._singletons import get_or_spawn_controller
 from ._actors._supervision import MeshFailure
 from ._actors._supervision import default_unhandled_fault_hook as unhandled_fault_hook
 from ._geometry._value_mesh import ValueMesh
-from ._mesh._workers import (
+from ._controller._workers import (
     attach, attach_to_workers, run_worker_loop_forever, run_worker_loop_until_shutdown,
     shutdown_context, start_worker_loop_forever,
 )

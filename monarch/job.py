@@ -16,7 +16,7 @@ client attached.
 
 from __future__ import annotations
 
-from ._runtime import _jobstart  # noqa: F401 - a controller starts on first use
+from ._controller import _start as _jobstart  # noqa: F401 - a controller starts on first use
 from ._jobs._allocation import allocation_rows as list_allocations
 from ._jobs._bash import BashActor
 from ._jobs._exec import exec_command

@@ -27,7 +27,7 @@ import operator
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ._runtime import _jobstart
+from ._controller import _start as _jobstart
 from . import _rdma, config  # noqa: F401 - _jobstart: a controller starts on use
 from ._runtime._future import Future
 from ._rdma import BufferDroppedError, OwnerGoneError, RDMAError

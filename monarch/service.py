@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Any, Generic, Hashable, TypeVar
 
 from ._actors import _actor
-from ._runtime import _context, _jobstart  # noqa: F401 - _jobstart: a job starts on use
+from ._runtime import _context
+from ._controller import _start as _jobstart  # noqa: F401 - _jobstart: a job starts on use
 from ._actors._endpoint import EndpointProperty, endpoint_table
 from ._runtime._future import Future, chained
 from ._rl._router import ServiceRouter, ServiceSpec, ServiceUnavailableError

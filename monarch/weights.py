@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._runtime import _jobstart  # noqa: F401 - a controller starts on first use
+from ._controller import _start as _jobstart  # noqa: F401 - a controller starts on first use
 from ._runtime._future import Future
 from ._rl._weights import INDEX_NAME, VersionReleasedError, WeightIndex
 

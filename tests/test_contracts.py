@@ -70,14 +70,14 @@ def is_controller(module: str) -> bool:
 
 def test_no_import_cycle_through_the_controller():
     """The runtime (all the controller imports, directly or not) never imports the controller:
-    the job starts through a seam the public surface registers (`monarch._runtime._jobstart`)."""
+    the job starts through a seam the public surface registers (`monarch._controller._start`)."""
     through = [c for c in cycles(graph()) if any(is_controller(m) for m in c)]
     assert not through, f"import cycles through monarch._controller: {through}"
 
 
 def test_proc_side_never_imports_the_controller_side():
     edges = graph()
-    for start in ("monarch._proc._main", "monarch._host._zygote", "monarch._host._agent",
+    for start in ("monarch._proc._main", "monarch._proc._zygote", "monarch._host._agent",
                   "monarch._host.worker"):
         bad = sorted(m for m in reachable(edges, start) if is_controller(m))
         assert not bad, f"{start} imports {bad}"

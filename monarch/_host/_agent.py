@@ -116,7 +116,7 @@ class HostAgent:
         try:
             ours, theirs = socket.socketpair()
             self._zygote = subprocess.Popen(
-                [self.python, "-m", "monarch._host._zygote", str(theirs.fileno()),
+                [self.python, "-m", "monarch._proc._zygote", str(theirs.fileno()),
                  str(os.getpid())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
                 env=proc_environment(self._env))

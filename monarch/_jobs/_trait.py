@@ -22,7 +22,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any, Literal, NamedTuple, Self, Sequence
 
-from .._runtime import _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
+from .._controller import _start as _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
 from ._telemetry import MeshAdminConfig, QueryEngineClient, TelemetryConfig, admin_address
 
 logger = logging.getLogger("monarch.job")

@@ -8,7 +8,7 @@ import threading
 from typing import Any, Callable
 
 from .._runtime import _context, _process_runtime as _process, _controller_calls as _services
-from ._bootstrap_command import BootstrapCommand, check_proc_bind, python_command
+from .._host._bootstrap_command import BootstrapCommand, check_proc_bind, python_command
 from .._runtime._future import Future, chained, failed, resolved
 from .._geometry._onview import OnView
 from ._proc_mesh import ProcMesh

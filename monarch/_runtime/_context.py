@@ -20,7 +20,7 @@ _current: contextvars.ContextVar["Context | None"] = contextvars.ContextVar(
     "monarch_context", default=None)
 _root: "Context | None" = None
 _root_lock = threading.Lock()
-# Starts the job in a process that is not a proc; registered by `monarch._runtime._jobstart`.
+# Starts the job in a process that is not a proc; registered by `monarch._controller._start`.
 _job_starter: Callable[[], None] | None = None
 
 
@@ -182,7 +182,7 @@ def root() -> Context:
 
 
 def set_job_starter(start: Callable[[], None]) -> None:
-    """Registers how `root()` starts the job (the controller's seam; see `monarch._runtime._jobstart`)."""
+    """Registers how `root()` starts the job (the controller's seam; see `monarch._controller._start`)."""
     global _job_starter
     _job_starter = start
 

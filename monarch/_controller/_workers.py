@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._runtime import _jobstart  # noqa: F401 - a controller starts on first use
+from . import _start as _jobstart  # noqa: F401 - a controller starts on first use
 from .._runtime._future import Future
 
 
@@ -14,7 +14,7 @@ def shutdown_context(host_timeout: float | None = None) -> Future[None]:
     Also runs at interpreter exit. The script itself keeps running; a later use of monarch
     starts a new job.
     """
-    from .._controller._job import current_job
+    from ._job import current_job
 
     job = current_job()
     done: Future[None] = Future._pending()
@@ -83,7 +83,7 @@ def attach_to_workers(*, workers: Any, ca: Any = None, private_key: Any = None,
     addresses). Returns at once; `initialized` and `spawn_procs` wait for the workers to take
     this job (a RuntimeError naming the workers that did not, after the
     `mesh_attach_config_timeout` knob). `ca`: see `run_worker_loop_forever`."""
-    from .._controller import _remote
+    from . import _remote
 
     return _remote.attach_to_workers(list(workers), name,
                                      secret=_worker_secret(ca, private_key), lazy=True)

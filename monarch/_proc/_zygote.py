@@ -1,6 +1,6 @@
 """The zygote: a pre-imported, single-threaded process that forks procs on request.
 
-Started once per host by the host agent (`python -m monarch._host._zygote FD`). It speaks
+Started once per host by the host agent (`python -m monarch._proc._zygote FD`). It speaks
 msgpack over the inherited socket FD: requests `{"op": "fork", "proc", "config"}`,
 `{"op": "signal", "pid", "sig"}`, `{"op": "preload", "modules"}`; events `{"ev": "forked",
 "proc", "pid"}`, `{"ev": "exited", "pid", "status"}` (exit code, or minus the signal number).
@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from . import _lifeline
+from .._host import _lifeline
 
 
 def main() -> None:
@@ -102,7 +102,7 @@ class Zygote:
             self._sock.close()
             launch = config.pop("launch", None)
             if config.get("bind"):
-                from monarch._mesh._bootstrap_command import apply_bind
+                from monarch._host._bootstrap_command import apply_bind
 
                 launch = apply_bind(config["bind"], launch)
             if launch is not None:

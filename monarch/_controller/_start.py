@@ -7,11 +7,11 @@ public surface -> controller -> runtime. Importing it registers a function and n
 
 from __future__ import annotations
 
-from . import _context
+from .._runtime import _context
 
 
 def _start_job() -> None:
-    from .._controller._job import ensure_job
+    from ._job import ensure_job
 
     ensure_job()
 
