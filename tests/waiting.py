@@ -8,9 +8,11 @@ test functions.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from typing import Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -27,6 +29,21 @@ def wait_until(condition: Callable[[], T], what: str = "", timeout: float = 30.0
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout:g}s: {what or condition}")
         time.sleep(interval)
+
+
+async def wait_until_async(condition: Callable[[], T], what: str = "", timeout: float = 30.0,
+                           interval: float = 0.05,
+                           pause: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
+    """`wait_until` inside a coroutine: between polls it awaits `pause(interval)` instead of
+    blocking, so the event loop (and an app under Pilot: pass `pilot.pause`) keeps running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {what or condition}")
+        await pause(interval)
 
 
 def alive(pid: int) -> bool:

@@ -16,6 +16,8 @@ listeners and every open connection.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import uuid
 from typing import Any, Callable
 
@@ -174,6 +176,11 @@ def _abort(outgoing: Port[Any], writer: asyncio.StreamWriter) -> None:
     try:
         outgoing.send((ABORT, b""))
     except Exception:  # noqa: BLE001 - the other side may be gone already
+        pass
+    sock = writer.get_extra_info("socket")
+    try:  # a close with linger 0 is an RST; a plain one is a FIN, which reads as an EOF
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except (AttributeError, OSError):  # no socket, or one closed already by its own reset
         pass
     writer.transport.abort()
 
