@@ -32,8 +32,8 @@ from ._actors._endpoint import (
 from ._runtime._errors import ActorError, SupervisionError
 from ._runtime._future import Future
 from ._mesh._host_mesh import HostMesh
-from ._runtime._ids import ChannelTransport, ProcId, Uid
-from .config import enable_transport
+from ._runtime._ids import ProcId, Uid
+from .config import ChannelTransport, enable_transport
 from ._mesh._proc_mesh import ProcMesh
 from ._geometry._view import Extent, Point
 from ._runtime._singletons import get_or_spawn_controller

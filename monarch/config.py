@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import re
 import warnings
 from typing import Any, Callable, Iterator
@@ -201,6 +202,41 @@ def _str(key: str, value: Any) -> str:
     return value
 
 
+class ChannelTransport(enum.Enum):
+    """How processes reach each other. Unix sockets on one host, TCP across hosts."""
+
+    Unix = "unix"
+    Local = "local"
+    TcpWithLocalhost = "tcp_localhost"
+    TcpWithHostname = "tcp_hostname"
+    Tls = "tls"
+    Quic = "quic"
+    MetaTlsWithHostname = "metatls_hostname"
+    MetaTlsWithIpV6 = "metatls_ipv6"
+    MetaQuicWithHostname = "metaquic_hostname"
+    MetaQuicWithIpV6 = "metaquic_ipv6"
+
+    @staticmethod
+    def get(name: str) -> "ChannelTransport":
+        """The transport named `name` (its value or its member name)."""
+        for member in ChannelTransport:
+            if name in (member.value, member.name):
+                return member
+        raise ValueError(f"unknown transport {name!r}")
+
+
+_SUPPORTED = {ChannelTransport.Unix, ChannelTransport.Local, ChannelTransport.TcpWithLocalhost,
+              ChannelTransport.TcpWithHostname}
+
+
+def transport_key(member: ChannelTransport) -> str:
+    """What `default_transport` stores for a transport; ValueError for one not available."""
+    if member not in _SUPPORTED:
+        raise ValueError(f"transport {member.name} is not available in this runtime; use Unix "
+                         "or TcpWithHostname")
+    return "unix" if member is ChannelTransport.Local else member.value
+
+
 def enable_transport(transport: Any) -> None:
     """Chooses the transport new processes of this job listen on (a `ChannelTransport` or its
     name; `monarch.actor.enable_transport`).
@@ -208,16 +244,12 @@ def enable_transport(transport: Any) -> None:
     Unix (ipc) and TCP are available; TLS and QUIC variants raise ValueError (peers here are
     authenticated with the job secret, and encrypted with CURVE off loopback).
     """
-    from ._runtime._ids import ChannelTransport
-
     member = transport if isinstance(transport, ChannelTransport) else ChannelTransport.get(
         transport)
     configure(default_transport=member)
 
 
 def _transport(key: str, value: Any) -> str:
-    from ._runtime._ids import ChannelTransport, transport_key
-
     if isinstance(value, ChannelTransport):
         return transport_key(value)
     if isinstance(value, str):

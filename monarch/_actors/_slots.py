@@ -371,10 +371,8 @@ class ActorSlot:
         """Stops every mesh this actor spawned (actor meshes first, then proc meshes); the
         stops' futures."""
         owned, self._owned = self._owned, []
-        from .._mesh._actor_mesh import ActorMesh
-
-        meshes = [m for m in owned if isinstance(m, ActorMesh)]
-        meshes += [m for m in owned if not isinstance(m, ActorMesh)]
+        # a mesh says when it stops (`_STOP_ORDER`: actor meshes 0, proc meshes 1); stable
+        meshes = sorted(owned, key=lambda m: getattr(m, "_STOP_ORDER", 1))
         futures = []
         for mesh in meshes:
             try:

@@ -174,6 +174,8 @@ class ActorMesh(OnView, Generic[A]):
 
     # -- lifecycle -------------------------------------------------------------------------
     _stop_requested = False
+    _STOP_ORDER = 0
+    """An owner stops its actor meshes before its proc meshes (`ActorSlot.stop_descendants`)."""
 
     def stop(self, reason: str = "actor was stopped") -> Future[None]:
         """Stops these actors (after `__cleanup__`); later calls raise SupervisionError."""

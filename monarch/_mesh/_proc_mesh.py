@@ -34,6 +34,9 @@ class ProcMesh(OnView):
     to them waits for them. Slicing works as for actor meshes.
     """
 
+    _STOP_ORDER = 1
+    """An owner stops its proc meshes after its actor meshes (`ActorSlot.stop_descendants`)."""
+
     def __init__(self, *, procs: str, table: tuple[str, ...], full: View, view: View,
                  host_mesh: Any = None) -> None:
         self._procs = procs

@@ -1,46 +1,9 @@
-"""Identifiers and transports: ProcId, Uid, ChannelTransport (`monarch.config.enable_transport`
-chooses one)."""
+"""Identifiers: ProcId, Uid (transports are `monarch.config.ChannelTransport`)."""
 
 from __future__ import annotations
 
-import enum
 import secrets
 from typing import Any
-
-
-class ChannelTransport(enum.Enum):
-    """How processes reach each other. Unix sockets on one host, TCP across hosts."""
-
-    Unix = "unix"
-    Local = "local"
-    TcpWithLocalhost = "tcp_localhost"
-    TcpWithHostname = "tcp_hostname"
-    Tls = "tls"
-    Quic = "quic"
-    MetaTlsWithHostname = "metatls_hostname"
-    MetaTlsWithIpV6 = "metatls_ipv6"
-    MetaQuicWithHostname = "metaquic_hostname"
-    MetaQuicWithIpV6 = "metaquic_ipv6"
-
-    @staticmethod
-    def get(name: str) -> "ChannelTransport":
-        """The transport named `name` (its value or its member name)."""
-        for member in ChannelTransport:
-            if name in (member.value, member.name):
-                return member
-        raise ValueError(f"unknown transport {name!r}")
-
-
-_SUPPORTED = {ChannelTransport.Unix, ChannelTransport.Local, ChannelTransport.TcpWithLocalhost,
-              ChannelTransport.TcpWithHostname}
-
-
-def transport_key(member: ChannelTransport) -> str:
-    """What `default_transport` stores for a transport; ValueError for one not available."""
-    if member not in _SUPPORTED:
-        raise ValueError(f"transport {member.name} is not available in this runtime; use Unix "
-                         "or TcpWithHostname")
-    return "unix" if member is ChannelTransport.Local else member.value
 
 
 class Uid:
