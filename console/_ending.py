@@ -11,9 +11,7 @@ def job_ended(job: Mapping[str, Any]) -> dict[str, Any] | None:
     """How a job whose admin API stopped answering ended: its history's state (finished,
     failed, crashed), exit code and reason; or, without a history, `ended` when its controller
     (on this host) is gone. None while the controller runs (or on another host)."""
-    import os
-    import socket
-
+    from monarch._runtime._pids import pid_alive
     from monarch.admin import open_history
 
     try:
@@ -24,15 +22,9 @@ def job_ended(job: Mapping[str, Any]) -> dict[str, Any] | None:
         return {"state": info["state"], "exit_code": info.get("exit_code"),
                 "reason": info.get("reason") or ""}
     pid = job.get("pid")
-    if job.get("hostname") not in (None, socket.gethostname()) or not isinstance(pid, int):
+    if not isinstance(pid, int) or pid_alive(pid, hostname=job.get("hostname")):
         return None
-    try:
-        os.kill(pid, 0)
-        return None
-    except ProcessLookupError:
-        return {"state": "ended", "exit_code": None, "reason": ""}
-    except PermissionError:
-        return None
+    return {"state": "ended", "exit_code": None, "reason": ""}
 
 
 def history_client(job_id: str) -> Any:

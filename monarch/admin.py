@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ._history._runs import History, job_rows, open_history
+from ._runtime._pids import pid_alive, this_host
 from ._runtime._rundir import DISCOVERY, run_root_path
 from ._geometry._selection import SelectionError, parse_selection, select_ranks
 
@@ -89,15 +90,16 @@ def _read_info(path: Path) -> dict[str, Any] | None:
 
 
 def _alive(info: dict[str, Any]) -> bool:
-    if info.get("hostname") not in (None, socket.gethostname()):
+    """Whether the job of a discovery file runs on this host (one of another host, with a
+    shared run root, is not listed: its admin address is that host's)."""
+    if not this_host(info.get("hostname")):
         return False
     try:
-        os.kill(int(info["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, KeyError, TypeError, ValueError):
-        return True
-    return True
+        pid = int(info["pid"])
+    except (KeyError, TypeError, ValueError):
+        return True  # no pid to check: the connection will tell
+    start = info.get("pid_start")
+    return pid_alive(pid, None if start is None else str(start))
 
 
 def host_port(address: str) -> tuple[str, int]:

@@ -25,6 +25,7 @@ from netlink import Link  # noqa: E402
 
 import monarch.actor  # noqa: E402
 from monarch.actor import Actor, endpoint  # noqa: E402
+from monarch._runtime._pids import pid_alive  # noqa: E402
 
 CALLS = 40
 
@@ -112,22 +113,14 @@ def main() -> None:
             out["long_cut_reported"] = reported.wait(timeout=SILENCE_S * 4)
             out["long_cut_reason"] = failures[-1] if failures else ""
             deadline = time.monotonic() + SILENCE_S * 4
-            while _alive(pid) and time.monotonic() < deadline:
+            while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            out["proc_ended_itself"] = not _alive(pid)
+            out["proc_ended_itself"] = not pid_alive(pid)
             link.set()
         finally:
             worker.kill()
             worker.wait(timeout=30)
     print(json.dumps(out), flush=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 if __name__ == "__main__":

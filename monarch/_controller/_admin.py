@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from .._runtime._pids import start_time
 from .._runtime._rundir import DISCOVERY
 from .._wire._switch import switch
 from ._admin_actions import ActionError, BadRequest
@@ -109,7 +110,7 @@ class AdminServer:
 
     def _write_discovery(self) -> None:
         info = {"address": self.address, "token": self.token, "pid": os.getpid(),
-                "job_id": self.job.job_id, "started": self.job.started,
+                "pid_start": start_time(os.getpid()), "job_id": self.job.job_id, "started": self.job.started,
                 "hostname": self.job.hostname, "run_dir": str(self.job.run_dir),
                 "version": 1}
         tmp = self.discovery.with_name(f".{DISCOVERY}.{os.getpid()}")

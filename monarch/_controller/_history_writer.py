@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from .. import telemetry
 from .._history._runs import JOB_FILE, history_dir, prune
-from .._runtime._rundir import start_time
+from .._runtime._pids import start_time
 from ..telemetry import _tables as tables
 
 DEFAULT_HISTORY_MB = 256.0

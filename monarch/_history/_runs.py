@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
-from .._runtime._rundir import HISTORY, run_root_path, start_time
+from .._runtime._pids import pid_alive, this_host
+from .._runtime._rundir import HISTORY, run_root_path
 from .._wire._switch import number, switch
 
 JOB_FILE = "job.json"
@@ -76,12 +76,14 @@ def read_info(path: Path) -> dict[str, Any] | None:
 
 
 def _alive(info: dict[str, Any]) -> bool:
-    if info.get("hostname") not in (None, socket.gethostname()):
-        return True  # another host's job: we cannot tell, so we do not call it crashed
+    """Whether the controller of an unended history runs (another host's: we cannot tell, so
+    it is not called crashed)."""
+    hostname, start = info.get("hostname"), info.get("pid_start")
     try:
-        return start_time(int(info["pid"])) == str(info.get("pid_start"))
+        pid = int(info["pid"])
     except (KeyError, TypeError, ValueError):
-        return False
+        return not this_host(hostname)
+    return pid_alive(pid, None if start is None else str(start), hostname=hostname)
 
 
 def job_rows() -> list[dict[str, Any]]:

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._runtime._rundir import _start_time, run_root, run_root_path
+from .._runtime._pids import pid_alive
+from .._runtime._rundir import run_root, run_root_path
 
 ALLOCATIONS = "allocations"
 """The run root's directory of allocation records (never swept as a dead job's)."""
@@ -69,22 +70,6 @@ def _replace(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
-
-
-def pid_alive(pid: int, start_time: str | None = None) -> bool:
-    """True while `pid` runs (not a zombie) and, if given, started at `start_time`."""
-    try:
-        os.waitpid(pid, os.WNOHANG)  # reaps it if it is our dead child
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    if state in ("Z", "X"):
-        return False
-    return start_time is None or _start_time(pid) == start_time
 
 
 SLURM_QUERY_S = 5.0
@@ -142,7 +127,7 @@ def record_alive(record: dict[str, Any], states: dict[str, str] | None = None) -
         state = states.get(job) if states is not None else slurm_state(job)
         return state not in (None, *ENDED)
     workers = record.get("workers", [])
-    return any(pid_alive(w["pid"], w.get("start_time")) for w in workers if w.get("pid"))
+    return any(pid_alive(w["pid"], w.get("start_time") or None) for w in workers if w.get("pid"))
 
 
 def attached_controllers() -> dict[str, list[dict[str, Any]]]:

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._runtime._rundir import _start_time, sweep_dead
+from .._runtime._pids import pid_alive, proc_stat, start_time
+from .._runtime._rundir import sweep_dead
 from . import _allocation
 from ._trait import JobState, JobTrait
 
@@ -208,19 +209,15 @@ class ProcessJob(JobTrait):
 
 
 def _alive(state: ProcessState) -> bool:
-    return _allocation.pid_alive(state.pid, state.start_time or None)
+    return pid_alive(state.pid, state.start_time or None)
 
 
 def _processes() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, state) of every process (from /proc)."""
     out = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
+        fields = proc_stat(int(entry)) if entry.isdigit() else None
+        if fields is not None:
             out[int(entry)] = (int(fields[1]), fields[0])
     return out
 
@@ -279,4 +276,4 @@ def _wait_ready(child: subprocess.Popen[bytes], ready: Path) -> ProcessState:
         time.sleep(0.02)
     info = json.loads(ready.read_text())
     ip = info["address"].removeprefix("tcp://").rsplit(":", 1)[0]
-    return ProcessState(child.pid, info["address"], _start_time(child.pid), ip)
+    return ProcessState(child.pid, info["address"], start_time(child.pid), ip)

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from . import _config
+from .._runtime._pids import pid_alive
 
 PREFIX = "monarch-rdma"
 SHM_DIR = Path("/dev/shm")
@@ -68,7 +69,7 @@ def sweep_dead() -> int:
     removed = 0
     for path in leftovers():
         match = _NAMED.match(path.name)
-        if match and _owned(path) and not _alive(int(match["pid"])):
+        if match and _owned(path) and not pid_alive(int(match["pid"])):
             removed += _unlink(path)
     return removed
 
@@ -78,16 +79,6 @@ def _owned(path: Path) -> bool:
         return path.stat().st_uid == os.getuid()
     except OSError:
         return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _unlink(path: Path) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ._pids import pid_alive, start_time
+
 DISCOVERY = "admin.json"
 """The name of a job's admin discovery file inside its run directory."""
 
@@ -48,7 +50,7 @@ def claim(run_dir: Path) -> None:
     """Records this process as the owner of `run_dir` (so later jobs can tell it is alive)."""
     # Atomically: a sweep of another process must never read a half-written owner file.
     tmp = run_dir / f".{OWNER}.{os.getpid()}"
-    tmp.write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+    tmp.write_text(f"{os.getpid()} {start_time(os.getpid())}")
     os.replace(tmp, run_dir / OWNER)
 
 
@@ -93,7 +95,7 @@ def sweep_dead(root: Path) -> list[Path]:
             continue
         try:
             owner = (run_dir / OWNER).read_text().split()
-            alive = len(owner) == 2 and _start_time(int(owner[0])) == owner[1]
+            alive = len(owner) == 2 and pid_alive(int(owner[0]), owner[1])
         except FileNotFoundError:  # not claimed yet, or its owner is removing it (`release`)
             try:
                 alive = time.time() - run_dir.stat().st_mtime < STALE_WITHOUT_OWNER_S
@@ -105,21 +107,6 @@ def sweep_dead(root: Path) -> list[Path]:
             shutil.rmtree(run_dir, ignore_errors=True)
             removed.append(run_dir)
     return removed
-
-
-def start_time(pid: int) -> str:
-    """The process's start time (clock ticks since boot): with the pid, it names one process."""
-    return _start_time(pid)
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time (clock ticks since boot): with the pid, it names one process
-    ("gone" once it exited, zombies included)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return "gone"
-    return "gone" if fields[0] in ("Z", "X") or len(fields) < 20 else fields[19]
 
 
 IPC_PATH_MAX = 100
