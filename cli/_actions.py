@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from monarch.admin import AdminClient, SelectionError, select_ranks
+from monarch.telemetry import compress_ranks
 
 from ._common import EXIT_FAILED, call, client, emit_json, fail, find_mesh, note, paint, state
 
@@ -152,9 +153,28 @@ def stack(ctx: typer.Context,
           mesh: str = typer.Argument(..., help="Mesh name or id, or a proc name "
                                      "('controller')."),
           rank: int | None = typer.Argument(None, help="Rank in the mesh."),
+          group: bool = typer.Option(False, "--group", help="Every rank of the mesh (or of "
+                                     "--slice): ranks grouped by identical stack, the odd "
+                                     "ones out first."),
+          selection: str = typer.Option("", "--slice", help="With --group: which ranks, e.g. "
+                                        "'gpus=0:4'."),
+          as_json: bool = typer.Option(False, "--json", help="With --group: print JSON."),
           ) -> None:
-    """Prints a py-spy dump of the process running that actor (or of that proc)."""
+    """Prints a py-spy dump of the process running that actor (or of that proc); with
+    --group, what every rank runs now, grouped."""
     admin = client(ctx)
+    if group or selection:
+        if rank is not None:
+            fail("--group takes every rank of the mesh (or of --slice), not one rank")
+        result = call(admin.stacks, mesh, selection)
+        if as_json:
+            emit_json(result)
+            return
+        for line in render_stack_groups(result):
+            typer.echo(line)
+        return
+    if as_json:
+        fail("--json goes with --group")
     proc = mesh
     if rank is not None or mesh != "controller":
         topology = call(admin.topology)
@@ -169,6 +189,28 @@ def stack(ctx: typer.Context,
             proc = actor["proc"]
     note(f"py-spy dump of {proc}")
     typer.echo(call(admin.stack, proc).rstrip("\n"))
+
+
+def render_stack_groups(result: dict[str, Any]) -> list[str]:
+    """The groups of `monarch stack MESH --group`: a summary line each (the odd ones out
+    first), then each group's stack, innermost frame last."""
+    groups = result["groups"]
+    lines = [f"{result['name']} ({result['mesh']}): {sum(len(g['ranks']) for g in groups)} "
+             f"ranks, {len(groups)} distinct stack{'s' if len(groups) != 1 else ''}"]
+    for g in groups:
+        lines.append(f"  {_ranks_text(g['ranks'])}: {g['summary']}"
+                     + (f"  [running {', '.join(g['running'])}]" if g["running"] else ""))
+    for g in groups:
+        if not g["frames"]:
+            continue
+        lines.append("")
+        lines.append(f"{_ranks_text(g['ranks'])}:")
+        lines += [f"  {file}:{line} in {name}" for file, line, name in g["frames"]]
+    return lines
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) != 1 else ''} {compress_ranks(ranks)}"
 
 
 def break_next(ctx: typer.Context,

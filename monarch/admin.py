@@ -358,6 +358,12 @@ class AdminClient:
         """A py-spy dump of the proc's threads (`controller` for the controller)."""
         return self._request("POST", "/v1/stack", body={"proc": proc}, timeout=90)[1].decode()
 
+    def stacks(self, mesh: str, selection: str = "") -> dict[str, Any]:
+        """What each selected actor of `mesh` runs now, ranks grouped by identical stack, the
+        odd ones out first: `{"mesh", "name", "groups": [{ranks, summary, running, frames,
+        error}]}` (frames: [file, line, function], outermost first; none: idle)."""
+        return self._get("/v1/stacks", 60.0, mesh=mesh, selection=selection)
+
     def diagnose(self) -> dict[str, Any]:
         """Pings every live proc: `{"ok", "checks": [{proc, latency_ms, status}], "dead"}`."""
         return self._get("/v1/diagnose")

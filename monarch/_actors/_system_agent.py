@@ -14,6 +14,7 @@ import msgpack
 
 from .. import telemetry
 from ._slots import FAILED_STATE, STOPPED, AsyncSlot, SpawnHeader, SyncSlot
+from ._stacks import actor_stack
 from .._runtime._process_runtime import ProcessRuntime
 from .._wire import _serial
 from .._wire._messages import FAILED, OK, Call
@@ -25,6 +26,7 @@ def install(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     runtime.system_methods["stop_actors"] = stop_handler(runtime)
     runtime.system_methods["ping"] = ping_handler(runtime)
     runtime.system_methods["stats"] = stats_handler(runtime)
+    runtime.system_methods["stacks"] = stacks_handler(runtime)
     runtime.notice_handlers["supervise"] = supervise_handler(runtime)
     runtime.notice_handlers["break_next"] = break_handler(runtime)
 
@@ -113,6 +115,26 @@ def stats_handler(runtime: ProcessRuntime) -> Any:
         runtime.reply(msg.port, msg.lo, OK, [data])
 
     return stats
+
+
+def stacks_handler(runtime: ProcessRuntime) -> Any:
+    """The system method `stacks`: what this process's actor of `mesh` runs now (its state,
+    running handlers and the user frames of its thread), answered from the I/O thread, so an
+    actor stuck in a handler is seen where it is stuck."""
+    def stacks(msg: Call, frames: list[Any]) -> None:
+        if msg.port is None:
+            return
+        body = msgpack.unpackb(frames[0].buffer, raw=False) if frames else {}
+        slot = runtime.actors.get(str(body.get("mesh")))
+        answer: dict[str, Any] = {"proc": runtime.identity.name, "pid": os.getpid()}
+        if slot is None:
+            answer["error"] = "no actor of this mesh runs on this proc"
+        else:
+            answer.update(actor_stack(slot))
+        data, _ = _serial.dumps(answer)
+        runtime.reply(msg.port, msg.lo, OK, [data])
+
+    return stacks
 
 
 def break_handler(runtime: ProcessRuntime) -> Any:

@@ -21,6 +21,7 @@ from .._runtime._future import Future
 from .._mesh._proc_mesh import ProcMesh
 from .._geometry._selection import SelectionError, select_ranks
 from .._geometry._view import View
+from .._actors._stacks import group_stacks
 from ._admin_views import CONTROLLER
 from ._supervisor import RUNNING, STARTING, STOPPING
 
@@ -28,6 +29,8 @@ LIVE = (STARTING, RUNNING, STOPPING)
 SLOW_MS = 250.0
 """A ping slower than this is `slow` in `diagnose`."""
 PING_TIMEOUT_S = 5.0
+STACKS_TIMEOUT_S = 5.0
+"""How long `stacks` waits for the ranks' answers (a proc whose I/O thread is stuck too)."""
 """A proc that does not answer a ping within this is `fail` in `diagnose`."""
 
 
@@ -156,6 +159,35 @@ class Actions:
                               "the controller's host only")
         return py_spy_dump(pid)
 
+    def stacks(self, mesh: str, selection: str = "") -> dict[str, Any]:
+        """What each selected actor of `mesh` runs now, ranks grouped by identical stack (the
+        odd ones out first; `_actors._stacks`). Every rank is asked at once; one that does not
+        answer within STACKS_TIMEOUT_S is a group of its own."""
+        def run() -> tuple[str, str, list[tuple[int, Any]], dict[str, tuple[str, ...]]]:
+            mesh_id, targets = self.targets(mesh, selection)
+            record = self.job.supervisor.meshes.get(mesh_id)
+            if record is None:
+                raise BadRequest(f"{mesh} is a proc mesh: stacks are taken of an actor mesh")
+            entries = [(r.proc, r.procs, r.rank, r.pid, r.address)
+                       for r in self.job.supervisor.procs.values() if r.address]
+            return mesh_id, record.name, targets, _tables(entries)
+
+        mesh_id, name, targets, tables = self.on_loop(run)
+        asked = []
+        for rank, proc in targets:
+            view = View.dense([], [], offset=proc.rank)
+            try:
+                future: Any = ProcMesh(procs=proc.procs, table=tables[proc.procs], full=view,
+                                       view=view)._system_values("stacks", {"mesh": mesh_id})
+            except Exception as exc:  # noqa: BLE001 - a proc known gone: its own group
+                future = exc
+            asked.append((rank, proc, future))
+        deadline = time.monotonic() + STACKS_TIMEOUT_S
+        answers: dict[int, dict[str, Any]] = {}
+        for rank, proc, future in asked:
+            answers[rank] = _stack_answer(proc, future, deadline)
+        return {"mesh": mesh_id, "name": name, "groups": group_stacks(answers)}
+
     # -- diagnose --------------------------------------------------------------------------
     def diagnose(self) -> dict[str, Any]:
         """Pings the controller's loop and every live proc; pass / slow / fail with latency."""
@@ -244,6 +276,19 @@ def py_spy_dump(pid: int | None) -> str:
         why = (out.stderr or out.stdout).strip() or f"exit status {out.returncode}"
         raise ActionError(f"py-spy dump of pid {pid} failed: {why}")
     return out.stdout
+
+
+def _stack_answer(proc: Any, future: Any, deadline: float) -> dict[str, Any]:
+    """One rank's answer to `stacks`, or its error (gone, no answer in time)."""
+    if isinstance(future, Exception):
+        return {"proc": proc.proc, "error": f"{type(future).__name__}: {future}"}
+    try:
+        value = future.get(timeout=max(deadline - time.monotonic(), 0.0))
+    except TimeoutError:
+        return {"proc": proc.proc, "error": f"no answer within {STACKS_TIMEOUT_S:g}s"}
+    except Exception as exc:  # noqa: BLE001 - reported as the rank's group
+        return {"proc": proc.proc, "error": f"{type(exc).__name__}: {exc}"}
+    return dict(next(iter(value.values())))
 
 
 def _tables(entries: list[tuple[str, str, int, Any, str]]) -> dict[str, tuple[str, ...]]:

@@ -127,6 +127,7 @@ class AdminApi:
             ("POST", "/v1/kill"): self.kill,
             ("POST", "/v1/stop"): self.stop,
             ("POST", "/v1/stack"): self.stack,
+            ("GET", "/v1/stacks"): self.stacks,
             ("GET", "/v1/diagnose"): lambda p: self.actions.diagnose(),
             ("POST", "/v1/break_next"): self.break_next,
             ("GET", "/v1/debug/sessions"): self.debug_sessions,
@@ -321,6 +322,9 @@ class AdminApi:
 
     def stack(self, p: Params) -> Text:
         return Text(self.actions.stack(p.text("proc", required=True)))
+
+    def stacks(self, p: Params) -> dict[str, Any]:
+        return self.actions.stacks(p.text("mesh", required=True), p.text("selection", ""))
 
     def break_next(self, p: Params) -> dict[str, Any]:
         return self.actions.break_next(p.text("mesh", required=True),

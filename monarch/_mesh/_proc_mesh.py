@@ -145,16 +145,21 @@ class ProcMesh(OnView):
     def stats(self) -> Future[Any]:
         """A future of a ValueMesh of each proc's counters (messages received, frames and peers
         refused, internal errors, its actors, whether its I/O thread sleeps)."""
+        return self._system_values("stats")
+
+    def _system_values(self, method: str, body: dict[str, Any] | None = None) -> Future[Any]:
+        """A future of a ValueMesh of each proc's answer to system method `method`."""
         runtime = _process.current() or _runtime()
         future: Future[Any] = Future._pending()
         addresses = tuple(self._table[r] for r in self._ranks)
-        info = CallInfo(f"@{self._procs}", "stats", lambda i: f"<proc {addresses[i]}>")
+        info = CallInfo(f"@{self._procs}", method, lambda i: f"<proc {addresses[i]}>")
         extent = self._view.extent
         port = runtime.new_port(CallSink(future, addresses, info,
                                          lambda values: ValueMesh(extent, values)))
         sender = _context.context().actor_instance._sender
-        runtime.cast(sender, "@" + self._procs, "stats", self._procs, self._table, self._view,
-                     self._ranks, [], (runtime.address, port))
+        frames = [msgpack.packb(body)] if body is not None else []
+        runtime.cast(sender, "@" + self._procs, method, self._procs, self._table, self._view,
+                     self._ranks, frames, (runtime.address, port))
         return future
 
     def stop(self) -> Future[None]:
