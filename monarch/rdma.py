@@ -22,14 +22,13 @@ processes, path), which the console's throughput view and Prometheus show.
 
 from __future__ import annotations
 
-import functools
 import operator
 import warnings
 from typing import TYPE_CHECKING, Any
 
 from ._controller import _start as _jobstart
 from . import _rdma, config  # noqa: F401 - _jobstart: a controller starts on use
-from ._runtime._future import Future
+from ._runtime._future import Future, when_all
 from ._rdma import BufferDroppedError, OwnerGoneError, RDMAError
 
 if TYPE_CHECKING:
@@ -221,7 +220,7 @@ class RDMAAction:
         futures = [_rdma.read_into(buf._handle, local, seconds) if op == "read"
                    else _rdma.write_from(buf._handle, local, seconds)
                    for op, buf, local in self._ops]
-        return _all(futures)
+        return when_all(futures, into=_rdma.TransferFuture())
 
 
 def _check_races(ops: list[tuple[str, RDMABuffer, Any]]) -> None:
@@ -234,28 +233,6 @@ def _check_races(ops: list[tuple[str, RDMABuffer, Any]]) -> None:
             if overlap and a.nbytes and b.nbytes and "read" in (op_a, op_b):
                 raise ValueError("two operations of one RDMAAction use overlapping local "
                                  "memory and one of them writes it (a read_remote)")
-
-
-def _all(futures: list[Future[None]]) -> Future[None]:
-    done: Future[None] = _rdma.TransferFuture()
-    remaining = [len(futures)]
-    errors: list[BaseException] = []
-
-    def one_done(future: Future[None]) -> None:
-        error = future.exception()
-        if error is not None:
-            errors.append(error)
-        remaining[0] -= 1
-        if remaining[0] == 0 and errors:
-            done.set_exception(errors[0])
-        elif remaining[0] == 0:
-            done.set_result(None)
-
-    for future in futures:
-        future.add_done_callback(functools.partial(one_done, future))
-    if not futures:
-        done.set_result(None)
-    return done
 
 
 __all__ = [

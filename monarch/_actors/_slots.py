@@ -24,6 +24,7 @@ from typing import Any
 from ._channel import Port
 from .._runtime import _gather, _instrument
 from .._runtime._context import Context, Creator, Instance, actor_label, enter, leave
+from .._runtime._future import when_all
 from ._endpoint import endpoint_table
 from .._runtime._leader import BATON
 from .._runtime._process_runtime import ProcessRuntime
@@ -563,7 +564,10 @@ class SyncSlot(ActorSlot):
                     self.cleanup()
                 except Exception:  # noqa: BLE001 - a failing cleanup must not block the stop
                     traceback.print_exc()
-                _wait_all(self.stop_descendants())
+                try:  # a descendant that does not stop in time is left
+                    when_all(self.stop_descendants(), failures=False).get(_DESCENDANTS_S)
+                except TimeoutError:
+                    pass
                 self.stopped(*frames)
                 self._drain_refusing()
                 return
@@ -769,11 +773,11 @@ class AsyncSlot(ActorSlot):
         awaits `__cleanup__`, then refuses whatever is still queued."""
         self._cancel_tasks()  # running handlers end (their finally blocks run) first
         await self._tasks_then_cleanup()
-        for future in self.stop_descendants():
-            try:
-                await asyncio.wait_for(future.as_asyncio(), _DESCENDANTS_S)
-            except Exception:  # noqa: BLE001 - a descendant that does not stop is left
-                pass
+        stopped = when_all(self.stop_descendants(), failures=False)
+        try:  # a descendant that does not stop in time is left
+            await asyncio.wait_for(stopped.as_asyncio(), _DESCENDANTS_S)
+        except TimeoutError:
+            pass
         self.stopped(reason, port)
         self._answer_pending()
 
@@ -800,12 +804,6 @@ _DESCENDANTS_S = 30.0
 """How long a stopping actor waits for the meshes it spawned to stop."""
 
 
-def _wait_all(futures: list[Any]) -> None:
-    for future in futures:
-        try:
-            future.get(timeout=_DESCENDANTS_S)
-        except Exception:  # noqa: BLE001 - a descendant that does not stop is left
-            pass
 
 
 def _cancelling() -> bool:

@@ -24,7 +24,7 @@ from .._runtime import _instrument, _process_runtime as _process, _controller_ca
 from .. import config, telemetry
 from .._runtime._context import Context, Instance, install_log_prefix, set_root
 from .._runtime._settings import follow_settings, proc_settings
-from .._runtime._future import Future
+from .._runtime._future import Future, when_all
 from .._host._agent import HostAgent
 from .._mesh._host_mesh import LOCAL_HOST, local_host_mesh
 from .._runtime._identity import ProcessIdentity, set_current_process
@@ -605,20 +605,8 @@ class Job:
         by_mesh: dict[str, list[int]] = {}
         for record in records:
             by_mesh.setdefault(record.procs, []).append(record.rank)
-        futures = [self.stop_procs(procs, ranks) for procs, ranks in by_mesh.items()]
-        out: Future[None] = Future._pending()
-        remaining = [len(futures)]
-
-        def one_done() -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                out.set_result(None)
-
-        for future in futures:
-            future.add_done_callback(one_done)
-        if not futures:
-            out.set_result(None)
-        return out
+        return when_all([self.stop_procs(procs, ranks) for procs, ranks in by_mesh.items()],
+                        failures=False)
 
     def detach_workers(self, addresses: list[str]) -> Future[None]:
         """Stops this job's procs on those workers, then lets the workers go: an allocation

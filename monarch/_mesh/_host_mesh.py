@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from .._runtime import _context, _process_runtime as _process, _controller_calls as _services
 from .._host._bootstrap_command import BootstrapCommand, check_proc_bind, python_command
-from .._runtime._future import Future, chained, failed, resolved
+from .._runtime._future import Future, chained, failed, resolved, when_all
 from .._geometry._onview import OnView
 from ._proc_mesh import ProcMesh
 from .._geometry._view import View
@@ -219,7 +219,7 @@ class HostMesh(OnView):
     def _stop_spawned(self) -> Future[None]:
         with self._life.lock:
             meshes, self._life.meshes = self._life.meshes, []
-        return _all([m.stop() for m in meshes])
+        return when_all([m.stop() for m in meshes])
 
     async def __aenter__(self) -> "HostMesh":
         if self._life.shut:
@@ -245,34 +245,6 @@ class HostMesh(OnView):
 
     def __repr__(self) -> str:
         return f"HostMesh({self.extent})"
-
-
-def _all(futures: list[Future[Any]]) -> Future[None]:
-    """Settles (None) once every one of `futures` did; fails with the first failure."""
-    out: Future[None] = Future._pending()
-    left = [len(futures)]
-    lock = threading.Lock()
-
-    def one_done(future: Future[Any]) -> None:
-        with lock:
-            left[0] -= 1
-            last = left[0] == 0
-        if future.failed() and not out.done():
-            try:
-                future._resolve()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                out.set_exception(exc)
-        elif last and not out.done():
-            out.set_result(None)
-
-    def watch(future: Future[Any]) -> None:
-        future.add_done_callback(lambda: one_done(future))
-
-    for future in futures:
-        watch(future)
-    if not futures:
-        out.set_result(None)
-    return out
 
 
 def _after(first: Future[Any], then: Callable[[], Future[Any]]) -> Future[None]:

@@ -14,7 +14,7 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Coroutine, Generator, Generic, TypeVar
+from typing import Any, Callable, Coroutine, Generator, Generic, Iterable, TypeVar
 
 from ..telemetry import end_call
 
@@ -407,6 +407,51 @@ def failed(exc: BaseException) -> Future[Any]:
     fut: Future[Any] = Future._pending()
     fut.set_exception(exc)
     return fut
+
+
+def when_all(futures: Iterable[Future[Any]], *, failures: bool = True,
+             into: Future[None] | None = None) -> Future[None]:
+    """A future settled (None) once every one of `futures` has settled, at once if there are
+    none. With `failures` it then fails as the first of them, in the order given, that failed
+    (a failure does not cut the wait short: all have ended when it settles); without, their
+    outcomes are ignored. Their values are not computed by the thread that settles the last
+    one, but by the first consumer of the result. Waiting observes them: a coroutine's body
+    starts now.
+
+    Args:
+        into: the future to settle (one with its own way of being waited for), instead of a
+            new one.
+    """
+    futures = list(futures)
+    out: Future[None] = Future._pending() if into is None else into
+    left = [len(futures)]
+    lock = threading.Lock()  # the futures may settle at once, from different threads
+
+    def one_done() -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        if failures and any(f.failed() for f in futures):
+            out.set_lazy(lambda: _raise_first(futures), fails=True)
+        elif failures:
+            out.set_lazy(lambda: _raise_first(futures))
+        else:
+            out.set_result(None)
+
+    if not futures:
+        out.set_result(None)
+    for future in futures:
+        if future._coro is not None:
+            future._start_coro()
+        future.add_done_callback(one_done)
+    return out
+
+
+def _raise_first(futures: list[Future[Any]]) -> None:
+    """Raises the failure of the first of `futures` (all settled) that failed."""
+    for future in futures:
+        future._resolve()
 
 
 class LazyLoop:

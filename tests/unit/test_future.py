@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from monarch._runtime._future import Future
+from monarch._runtime._future import Future, failed, resolved, when_all
 from monarch.actor import returns_future
 
 
@@ -249,3 +249,50 @@ def test_get_on_a_running_loop_warns_while_pending_and_still_answers():
         return value
 
     assert asyncio.run(observe()) == 5
+
+
+def test_when_all_waits_for_every_future_and_fails_as_the_first_in_order():
+    first, second, third = (Future._pending() for _ in range(3))
+    done = when_all([first, second, third])
+    third.set_exception(KeyError("third"))
+    assert not done.done()  # a failure does not cut the wait short
+    second.set_lazy(lambda: (_ for _ in ()).throw(ValueError("second")), fails=True)
+    assert not done.done()
+    first.set_result(1)
+    assert done.done() and done.failed()
+    with pytest.raises(ValueError, match="second"):  # the first failed one, in order
+        done.get(timeout=0)
+    assert when_all([resolved(1), resolved(2)]).get(timeout=0) is None
+    assert when_all([]).get(timeout=0) is None
+
+
+def test_when_all_without_failures_ignores_them_and_can_settle_a_given_future():
+    into: Future[None] = Future._pending()
+    out = when_all([failed(KeyError("k")), resolved(1)], failures=False, into=into)
+    assert out is into and out.get(timeout=0) is None
+
+
+def test_when_all_counts_futures_settled_at_once_from_many_threads():
+    futures = [Future._pending() for _ in range(200)]
+    done = when_all(futures)
+    go = threading.Barrier(8)
+
+    def settle(part: list[Future[None]]) -> None:
+        go.wait()
+        for future in part:
+            future.set_result(None)
+
+    threads = [threading.Thread(target=settle, args=(futures[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert done.get(timeout=10) is None
+
+
+def test_when_all_starts_a_coroutine_it_waits_for():
+    @returns_future
+    async def one() -> int:
+        return 1
+
+    assert when_all([one()]).get(timeout=10) is None
