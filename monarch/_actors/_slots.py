@@ -24,6 +24,7 @@ from typing import Any
 from ._channel import Port
 from .._runtime import _gather, _instrument
 from .._runtime._context import Context, Creator, Instance, actor_label, enter, leave
+from .._runtime._errors import actor_failure_report
 from .._runtime._future import when_all
 from ._endpoint import endpoint_table
 from .._runtime._leader import BATON
@@ -335,8 +336,7 @@ class ActorSlot:
             if self.state in (FAILED_STATE, STOPPED):
                 return
             self.state = FAILED_STATE
-            self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
-                            f"  {_indent(reason)}")
+            self.failure = actor_failure_report(self.label(), reason)
             self._fail_exc = exc
             self._fail_reason = reason
             inflight, self._inflight = self._inflight, []
@@ -390,8 +390,7 @@ class ActorSlot:
             if self.state in (FAILED_STATE, STOPPED):
                 return
             self.state = STOPPED
-            self.failure = (f"The actor {self.label()} and all its descendants have failed:\n"
-                            f"  {reason}")
+            self.failure = actor_failure_report(self.label(), reason)
             self.lifecycle.append((_time_ns(), "stopped", reason))
         self._control.clear()
         self.runtime.notify(self.header.controller, "actor_stopped",
@@ -851,11 +850,6 @@ def _aborted(exc: BaseException) -> str:
     """Monarch's words for an actor killed by an exception (in __init__ or a broadcast)."""
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return "actor explicitly aborted due to: " + "".join(lines).rstrip("\n")
-
-
-def _indent(text: str) -> str:
-    """Indents the lines after the first by two spaces (failure reports nest reasons)."""
-    return text.replace("\n", "\n  ")
 
 
 def _format(exc: BaseException) -> str:

@@ -10,6 +10,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from .._runtime._errors import indent
+
 
 class MeshFailure:
     """A failure of (part of) a mesh, given to `__supervise__` and `unhandled_fault_hook`.
@@ -59,7 +61,7 @@ class MeshFailure:
 
     def _event(self) -> str:
         if self._label:
-            return f"Supervision event: actor {self._label} failed:\n  {_indent(self.reason)}\n"
+            return f"Supervision event: actor {self._label} failed:\n  {indent(self.reason)}\n"
         return f"Supervision event: {self._report}\n"
 
     def __repr__(self) -> str:
@@ -71,10 +73,6 @@ class MeshFailure:
 
     def __reduce__(self) -> Any:
         return MeshFailure, (self.fields,)
-
-
-def _indent(text: str) -> str:
-    return text.replace("\n", "\n  ")
 
 
 last_unhandled: str | None = None

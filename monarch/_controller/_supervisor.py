@@ -18,7 +18,7 @@ from typing import Any, Callable
 from .._actors import _supervision
 from .. import config
 from .._geometry._extent import unravel
-from .._runtime._errors import ActorError
+from .._runtime._errors import ActorError, actor_failure_report
 from .._runtime._future import Future
 from .._mesh._proc_mesh import STOPPED_REASON
 from .._runtime._process_runtime import ProcessRuntime
@@ -342,8 +342,7 @@ class Supervisor:
                 "mesh": mesh.mesh, "mesh_name": mesh.name, "rank": rank,
                 "class_name": mesh.class_name, "owner": mesh.owner, "owner_id": mesh.owner_id,
                 "label": mesh.labels[rank], **where, "reason": reason,
-                "report": f"The actor {mesh.labels[rank]} and all its descendants have "
-                          f"failed:\n  {reason}"})
+                "report": actor_failure_report(mesh.labels[rank], reason)})
         return found
 
     def _blame_proc(self, record: ProcRecord, reason: str, where: dict[str, Any]) -> None:

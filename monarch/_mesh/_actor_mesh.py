@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 from .._runtime import _context, _instrument, _process_runtime as _process
 from .. import config, telemetry
 from .._actors._endpoint import ActorEndpoint, NotAnEndpoint
-from .._runtime._errors import SupervisionError, UnpicklableError
+from .._runtime._errors import SupervisionError, UnpicklableError, actor_failure_report
 from .._runtime._future import Future, resolved
 from .._geometry._onview import OnView
 from .._runtime._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
@@ -145,7 +145,7 @@ class ActorMesh(OnView, Generic[A]):
         return f"{self._owner_label}.<{self._class_name} {self._mesh_name}{point!r}>"
 
     def _report(self, index: int, reason: str) -> str:
-        return f"The actor {self._label_at(index)} and all its descendants have failed:\n  {reason}"
+        return actor_failure_report(self._label_at(index), reason)
 
     def _chosen(self) -> "ActorMesh[A]":
         index = random.randrange(len(self._ranks))

@@ -62,3 +62,14 @@ class UnpicklableError(RuntimeError):
     Raised at the caller (through the call's future for results). The actor survives. Send
     plain data, tensors, arrays, or objects whose classes the receiving process can import.
     """
+
+
+def actor_failure_report(label: str, reason: str) -> str:
+    """The report of a failed or stopped actor, as SupervisionError and MeshFailure show it:
+    `The actor <label> and all its descendants have failed:` and the reason below it."""
+    return f"The actor {label} and all its descendants have failed:\n  {indent(reason)}"
+
+
+def indent(text: str) -> str:
+    """Indents the lines after the first by two spaces (a reason nested in a report)."""
+    return text.replace("\n", "\n  ")

@@ -11,7 +11,7 @@ import collections
 import threading
 from typing import Any, Callable, Sequence
 
-from ._errors import ActorError, SupervisionError, UnpicklableError
+from ._errors import ActorError, SupervisionError, UnpicklableError, actor_failure_report
 from ._future import Future
 from .._wire import _serial
 from .._wire._messages import ERROR, FAILED, OK, Reply
@@ -30,7 +30,7 @@ class CallInfo:
 
     def report(self, index: int, reason: str) -> str:
         """The failure report of the actor answering `index`."""
-        return f"The actor {self.label(index)} and all its descendants have failed:\n  {reason}"
+        return actor_failure_report(self.label(index), reason)
 
 
 def decode_value(reply: Reply, frames: Sequence[Any], info: CallInfo | None) -> Any:
