@@ -1,4 +1,5 @@
-"""The admin API client: how `monarch status`, `monarch top` and scripts reach a running job.
+"""The admin API client: how `monarch status`, `monarch top` and scripts reach a running job
+(the public `monarch.admin` re-exports it).
 
     from monarch.admin import connect
     client = connect()                     # this user's newest running job on this host
@@ -23,26 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from ._history._runs import History, job_rows, open_history
-from ._runtime._pids import pid_alive, this_host
-from ._runtime._rundir import DISCOVERY, run_root_path
-from ._geometry._selection import SelectionError, parse_selection, select_ranks
-
-__all__ = [
-    "AdminClient",
-    "AdminError",
-    "AuthError",
-    "History",
-    "NoJobError",
-    "SelectionError",
-    "Stream",
-    "connect",
-    "discover",
-    "job_rows",
-    "open_history",
-    "parse_selection",
-    "select_ranks",
-]
+from .._runtime._pids import pid_alive, this_host
+from .._runtime._rundir import DISCOVERY, run_root_path
+from .._geometry._selection import SelectionError, parse_selection, select_ranks
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a request may take (live feeds: the longest silence, the server beats every 1 s)."""

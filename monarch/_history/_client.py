@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ._runs import History
-from ..admin import AdminError
+from .._client._admin import AdminError
 
 
 class HistoryClient:

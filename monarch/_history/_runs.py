@@ -90,7 +90,7 @@ def job_rows() -> list[dict[str, Any]]:
     """Every job this user has on this host, newest first: the live ones (admin discovery)
     and those with a history, one row each: job_id, state, pid, hostname, started, ended,
     duration_s, admin (address or None), history (folder or None)."""
-    from ..admin import discover
+    from .._client._admin import discover
 
     rows: dict[str, dict[str, Any]] = {}
     root = history_root()

@@ -99,7 +99,7 @@ class QueryEngineClient:
 
     def __init__(self, address: str, token: str | None = None, retention_secs: float = 0,
                  timeout: float = 120.0) -> None:
-        from ..admin import connect
+        from .._client._admin import connect
 
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"QueryEngineClient: timeout must be a number > 0, got {timeout!r}")

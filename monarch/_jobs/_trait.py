@@ -22,7 +22,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any, Literal, NamedTuple, Self, Sequence
 
-from .._controller import _start as _jobstart  # noqa: F401 - a job's hosts start this process's controller on use
+from .._controller import _start as _jobstart  # noqa: F401 - its hosts start the controller
 from ._telemetry import MeshAdminConfig, QueryEngineClient, TelemetryConfig, admin_address
 
 logger = logging.getLogger("monarch.job")
@@ -415,9 +415,10 @@ class LocalJob(JobTrait):
         return False
 
     def _state(self) -> JobState:
-        from ..actor import this_host
+        from .._runtime._context import context
 
-        return JobState({name: this_host() for name in self._host_names})
+        here = context().actor_instance.proc.host_mesh  # this_host()
+        return JobState({name: here for name in self._host_names})
 
     def _create(self, client_script: str | None) -> None:
         if client_script is None:
