@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], what: str = "", timeout: float = 30.0,
+Description = str | Callable[[], str]
+"""What a wait waits for, in words; a function is called when the wait fails (to show the
+latest state: a screen, a log)."""
+
+
+def wait_until(condition: Callable[[], T], what: Description = "", timeout: float = 30.0,
                interval: float = 0.05) -> T:
     """Polls `condition()` until it returns something truthy, and returns that; raises
     AssertionError naming `what` if `timeout` seconds pass first."""
@@ -27,11 +32,12 @@ def wait_until(condition: Callable[[], T], what: str = "", timeout: float = 30.0
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what or condition}")
+            raise _timed_out(timeout, what, condition)
         time.sleep(interval)
 
 
-async def wait_until_async(condition: Callable[[], T], what: str = "", timeout: float = 30.0,
+async def wait_until_async(condition: Callable[[], T], what: Description = "",
+                           timeout: float = 30.0,
                            interval: float = 0.05,
                            pause: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
     """`wait_until` inside a coroutine: between polls it awaits `pause(interval)` instead of
@@ -42,8 +48,13 @@ async def wait_until_async(condition: Callable[[], T], what: str = "", timeout: 
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what or condition}")
+            raise _timed_out(timeout, what, condition)
         await pause(interval)
+
+
+def _timed_out(timeout: float, what: Description, condition: Any) -> AssertionError:
+    said = what() if callable(what) else what
+    return AssertionError(f"not within {timeout:g}s: {said or condition}")
 
 
 def alive(pid: int) -> bool:

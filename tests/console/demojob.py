@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_until
 
 from monarch.admin import AdminClient
 
@@ -37,28 +38,22 @@ class DemoJob:
         self.client = AdminClient(self.info["address"], self.info["token"], self.info)
 
     def _wait_for_admin(self, timeout: float = 60.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def written() -> dict[str, Any] | None:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the demo exited: {self.output()[-3000:]}")
             for path in self.run_dir.glob("*/admin.json"):
                 try:
                     return json.loads(path.read_text())
                 except ValueError:
-                    pass
-            time.sleep(0.05)
-        raise TimeoutError(f"no admin.json in {self.run_dir}: {self.output()[-3000:]}")
+                    pass  # being written
+            return None
+
+        return wait_until(written, lambda: f"admin.json in {self.run_dir}: "
+                          f"{self.output()[-3000:]}", timeout)
 
     def wait_until(self, predicate: Any, timeout: float = 30.0, what: str = "") -> Any:
         """Polls `predicate()` (every 50 ms) until it returns something truthy."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out waiting for {what or predicate}")
-            time.sleep(0.05)
+        return wait_until(predicate, what, timeout)
 
     def wait_ready(self, meshes: tuple[str, ...] = ("trainers", "generators", "rewards",
                                                       "inspector")) -> None:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from textual.pilot import Pilot
+from waiting import wait_until_async
 
 
 async def wait_for(pilot: Pilot[Any], predicate: Any, timeout: float = 30.0,
                    what: str = "") -> Any:
     """Lets the app run until `predicate()` is truthy (checked every 50 ms)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        await pilot.pause(0.05)
+    return await wait_until_async(predicate, what, timeout, pause=pilot.pause)
 
 
 async def select(pilot: Pilot[Any], label: str, timeout: float = 30.0) -> Any:

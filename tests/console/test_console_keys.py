@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import time
 
 import pytest
 from drive import result_after, select, wait_for
@@ -258,7 +257,8 @@ async def test_py_spy_stack_and_diagnostics(demo_job):
 
 
 async def test_help_refresh_and_quit(demo_job):
-    app = MonarchTop(demo_job.client, refresh=5.0)
+    # the feed's timer never comes round during the test: a poll after `r` is the key's doing
+    app = MonarchTop(demo_job.client, refresh=3600.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.feed.statistics().polls >= 1)
         await pilot.press("question_mark")
@@ -267,10 +267,10 @@ async def test_help_refresh_and_quit(demo_job):
         assert "kill the selection" in text and "attach pdb" in text
         await pilot.press("x")  # any key closes it
         assert not isinstance(app.screen, HelpScreen)
-        polls = app.feed.statistics().polls
-        started = time.monotonic()
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.feed.statistics().polls > polls, 4.0, "a refresh")
-        assert time.monotonic() - started < 4.0  # not the 5 s interval
+        for _ in range(2):  # each press is one more poll
+            polls = app.feed.statistics().polls
+            await pilot.press("r")
+            await wait_for(pilot, lambda n=polls: app.feed.statistics().polls > n, 30,
+                           "a refresh")
         await pilot.press("q")
         await wait_for(pilot, lambda: not app.is_running, 10, "the app to quit")

@@ -1,13 +1,16 @@
 """Responsiveness with 64 actors streaming logs: the console keeps refreshing and answering
-keys. A measurement, printed (run with `-s`), never a timed assertion."""
+keys. Each key press waits on its effects (the cursor moved, a new snapshot shown, more log
+lines taken); how fast that went is a measurement, printed (run with `-s`), never asserted."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import statistics
 import tempfile
 import time
+from typing import Any
 
 import pytest
 from demojob import DemoJob
@@ -16,7 +19,28 @@ from monarch.console.app import MonarchTop
 
 pytestmark = pytest.mark.timeout(240)
 
-LOGGERS, RATE, SECONDS = 64, 10.0, 20.0
+LOGGERS, RATE, PRESSES = 64, 10.0, 20
+
+
+def chatty_rows(app: MonarchTop) -> list:
+    return [r for r in app.mesh_tree.rows_shown
+            if r.kind == "actor" and r.label.startswith("chatty")]
+
+
+async def press_and_see(pilot: Any, app: MonarchTop, key: str) -> tuple[float, float]:
+    """Presses `key` (j or up), then waits for the cursor to move one row, a new snapshot to be
+    shown and more log lines to come in; returns (ms the press took, ms until the cursor
+    moved)."""
+    row, snapshot, received = app.mesh_tree.cursor_row, app.snapshot, app.logs.received
+    before = time.perf_counter()
+    await pilot.press(key)
+    took = (time.perf_counter() - before) * 1000
+    await wait_for(pilot, lambda: app.mesh_tree.cursor_row == row + (1 if key == "j" else -1),
+                   60, f"{key} to move the cursor from row {row}")
+    moved = (time.perf_counter() - before) * 1000
+    await wait_for(pilot, lambda: app.snapshot is not snapshot, 60, "a new snapshot shown")
+    await wait_for(pilot, lambda: app.logs.received > received, 60, "more log lines")
+    return took, moved
 
 
 async def test_64_actors_streaming_logs(tmp_path, capsys):
@@ -25,19 +49,17 @@ async def test_64_actors_streaming_logs(tmp_path, capsys):
         job.wait_ready(("trainers",))
         app = MonarchTop(job.client, refresh=0.5)
         async with app.run_test(size=(200, 50)) as pilot:
-            chatty = lambda: [r for r in app.mesh_tree.rows_shown  # noqa: E731
-                              if r.kind == "actor" and r.label.startswith("chatty")]
-            await wait_for(pilot, lambda: len(chatty()) == LOGGERS, 60, "64 chatty actors")
+            await wait_for(pilot, lambda: len(chatty_rows(app)) == LOGGERS, 60,
+                           "64 chatty actors")
             await wait_for(pilot, lambda: any("chatty rank" in line.text
                                               for line in app.log_pane.shown_lines))
             received0, started = app.logs.received, time.monotonic()
             ingested0 = job.client.stats()["store"]["ingested"]["log"]
-            presses = []
-            while time.monotonic() - started < SECONDS:
-                before = time.perf_counter()
-                await pilot.press("j" if len(presses) % 20 < 10 else "up")
-                presses.append((time.perf_counter() - before) * 1000)
-                await pilot.pause(0.25)  # sleep-ok: the pace of a person's key presses
+            presses, answered = [], []
+            for step in range(PRESSES):
+                took, moved = await press_and_see(pilot, app, "j" if step % 10 < 5 else "up")
+                presses.append(took)
+                answered.append(moved)
             elapsed = time.monotonic() - started
             ingested = job.client.stats()["store"]["ingested"]["log"] - ingested0
             stats = app.statistics(window_s=elapsed)
@@ -55,27 +77,22 @@ async def test_64_actors_streaming_logs(tmp_path, capsys):
                                              round(stats.tick_lag_ms_max, 1)),
                 "key press handled ms p50/max": (round(statistics.median(presses), 1),
                                                  round(max(presses), 1)),
+                "cursor moved ms p50/max": (round(statistics.median(answered), 1),
+                                            round(max(answered), 1)),
                 "poll ms (last)": round(feed.last_poll_ms, 1),
                 "log records dropped": feed.logs_dropped,
             }
             with capsys.disabled():
                 print("\nconsole under load:", report)
-            assert app.logs.received > received0  # the logs kept coming in
-            assert app.mesh_tree.cursor_row >= 0 and app.is_running
-            # Generous bounds (a 2-core machine under stress-ng --cpu 2 stays inside them): the figures
-            # printed above are what a person sees, and they must stay usable.
-            assert report["screen updates/s"] >= 0.5, report
-            assert report["key press handled ms p50/max"][0] <= 5000, report  # unloaded: ~400
-            assert report["key press handled ms p50/max"][1] <= 20000, report
-            assert report["lines/s the console received"] >= 0.25 * \
-                report["lines/s the job logged"], report
+            assert app.is_running
     finally:
         job.stop()
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_64_actors_in_a_real_terminal(capsys):
-    """`monarch demo --loggers 64` in tmux: the header's refresh rate, read off the screen."""
+    """`monarch demo --loggers 64` in tmux: every key press moves the selection and the header
+    keeps ticking; its refresh rate, read off the screen, is printed."""
     from test_console_tmux import MONARCH, Tmux
 
     run_dir = tempfile.mkdtemp(prefix="ct-")
@@ -83,20 +100,22 @@ def test_64_actors_in_a_real_terminal(capsys):
                 f"--refresh 0.5", {"MONARCH_RUN_DIR": run_dir})
     try:
         tmux.wait("chatty0", "chatty rank", timeout=120)
-        rates, moved = [], 0
-        for second in range(int(SECONDS)):
-            before = tmux.wait_re(r"detail: (.+?) ─").group(1)
-            tmux.keys("j" if second % 10 < 5 else "Up")
-            time.sleep(1.0)  # sleep-ok: one second of the measurement
-            moved += tmux.wait_re(r"detail: (.+?) ─").group(1) != before
+        rates, moved_ms = [], []
+        for press in range(PRESSES):
+            detail = tmux.wait_re(r"detail: (.+?) ─").group(1)
+            uptime = tmux.wait_re(r" up (\S+) • ").group(1)
+            before = time.monotonic()
+            tmux.keys("j" if press % 10 < 5 else "Up")
+            tmux.wait_re(rf"detail: (?!{re.escape(detail)} ─).+? ─", timeout=60)
+            moved_ms.append((time.monotonic() - before) * 1000)
+            tmux.wait_re(rf" up (?!{re.escape(uptime)} • )\S+ • ", timeout=60)  # still ticking
             rates.append(float(tmux.wait_re(r"([\d.]+) fps").group(1)))
         with capsys.disabled():
             print(f"\nmonarch top in tmux, {LOGGERS} actors streaming: header refresh rate "
                   f"{min(rates):.1f}-{max(rates):.1f} updates/s (median "
-                  f"{statistics.median(rates):.1f}); {moved}/{len(rates)} key presses moved "
-                  "the selection within 1 s")
-        assert statistics.median(rates) >= 0.5, rates  # generous: 4 updates/s unloaded
-        assert moved >= len(rates) // 2, f"{moved}/{len(rates)} key presses moved"
+                  f"{statistics.median(rates):.1f}); a key press moved the selection in "
+                  f"{statistics.median(moved_ms):.0f} ms (median), {max(moved_ms):.0f} ms "
+                  "at most")
         tmux.keys("q")
         tmux.wait("EXITED 0", timeout=60)
     finally:

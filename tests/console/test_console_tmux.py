@@ -9,8 +9,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from demojob import DemoJob
@@ -20,6 +21,7 @@ pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 MONARCH = str(Path(sys.executable).parent / "monarch")
+T = TypeVar("T")
 
 
 class Tmux:
@@ -51,32 +53,25 @@ class Tmux:
         self.keys("Enter")
 
     def wait(self, *texts: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if all(t in screen for t in texts):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{texts} not on screen:\n{screen}")
-            time.sleep(0.1)
+        return self._wait(lambda screen: all(t in screen for t in texts) and screen,
+                          f"{texts} on screen", timeout)
 
     def wait_gone(self, text: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while text in self.screen():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} still on screen:\n{self.screen()}")
-            time.sleep(0.1)
+        self._wait(lambda screen: text not in screen, f"{text!r} off the screen", timeout)
 
     def wait_re(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            found = re.search(pattern, screen)
-            if found:
-                return found
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{pattern!r} not on screen:\n{screen}")
-            time.sleep(0.1)
+        return self._wait(lambda screen: re.search(pattern, screen), f"{pattern!r} on screen",
+                          timeout)
+
+    def _wait(self, found: Callable[[str], T], what: str, timeout: float) -> T:
+        """Reads the screen until `found(screen)` is truthy; fails showing the last screen."""
+        last = [""]
+
+        def check() -> T:
+            last[0] = self.screen()
+            return found(last[0])
+
+        return wait_until(check, lambda: f"{what}; the screen:\n{last[0]}", timeout, 0.1)
 
     def kill(self) -> None:
         self.tmux("kill-server")
