@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,7 +64,15 @@ class Caller(Actor):
 
 
 class BrokenInit(Actor):
-    def __init__(self) -> None:
+    """The first replica to start raises in `__init__`, the others start; each leaves its pid
+    in `pid_dir`."""
+
+    def __init__(self, pid_dir: str) -> None:
+        Path(pid_dir, str(os.getpid())).touch()
+        try:
+            Path(pid_dir, "broken").touch(exist_ok=False)
+        except FileExistsError:
+            return
         raise RuntimeError("cannot start")
 
     @endpoint
@@ -200,9 +209,14 @@ def test_shutdown_stops_every_replica(fault_log):
         svc.pid.route().get(timeout=TIMEOUT)
 
 
-def test_a_replica_that_cannot_start_fails_as_service(fault_log):
-    with pytest.raises(Exception, match="cannot start|did not start"):
-        start(BrokenInit, num_replicas=2)
+def test_a_replica_that_cannot_start_fails_as_service_and_stops_them_all(fault_log, tmp_path):
+    with pytest.raises(ActorError, match=r"service broken: replica [012] did not start: "
+                                         r"RuntimeError: cannot start") as err:
+        start(BrokenInit, str(tmp_path), num_replicas=3, name="broken")
+    assert isinstance(err.value.exception, RuntimeError)
+    pids = [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]
+    assert len(pids) == 3  # every replica ran __init__: one failed, two started
+    wait_gone(*pids)  # and none keeps running
 
 
 def test_options_are_checked():
