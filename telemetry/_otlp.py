@@ -1,12 +1,17 @@
-"""OTLP/HTTP (protobuf) export of the store's spans and logs, configured by ``OTEL_*`` variables.
+"""OTLP/HTTP (protobuf) export of the store's spans, logs and metrics, configured by ``OTEL_*``
+variables.
 
 `OtlpConfig.from_env` reads the standard variables when the exporter starts (never at import):
-``OTEL_EXPORTER_OTLP_ENDPOINT`` (default ``http://localhost:4318``; ``/v1/traces`` and
-``/v1/logs`` are appended), ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and
-``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` (used as given), ``OTEL_EXPORTER_OTLP_HEADERS`` (plus the
-``_TRACES_``/``_LOGS_`` variants), ``OTEL_EXPORTER_OTLP_TIMEOUT`` (ms), ``OTEL_EXPORTER_OTLP_
-COMPRESSION`` (``gzip``/``none``), ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES`` and
-``OTEL_SDK_DISABLED``. A POST refused for a passing reason (connection refused or reset, a
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (default ``http://localhost:4318``; ``/v1/traces``, ``/v1/logs``
+and ``/v1/metrics`` are appended), ``OTEL_EXPORTER_OTLP_{TRACES,LOGS,METRICS}_ENDPOINT`` (used
+as given), ``OTEL_EXPORTER_OTLP_HEADERS`` (plus the ``_TRACES_``/``_LOGS_``/``_METRICS_``
+variants), ``OTEL_EXPORTER_OTLP_TIMEOUT`` (ms), ``OTEL_EXPORTER_OTLP_COMPRESSION``
+(``gzip``/``none``), ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_METRIC_EXPORT_INTERVAL`` (ms, default 60000), ``OTEL_METRICS_EXPORTER`` (``none``: no
+metrics) and ``OTEL_SDK_DISABLED``. Spans and logs go as the store takes them; the metric series
+(`Store.metrics`, cumulative) every interval and once more at `OtlpExporter.stop`. Ours, not
+OpenTelemetry's exporter, which costs about 40 % more CPU on the same records (DESIGN.md,
+``bench/otlp_exporters.py``). A POST refused for a passing reason (connection refused or reset, a
 timeout, HTTP 429/502/503/504) is retried with exponential backoff and jitter, honouring
 ``Retry-After``, as OpenTelemetry's own OTLP exporters do, for up to ``retry_s`` seconds (and no
 later than the deadline of `OtlpExporter.stop`); a batch still refused then, or refused for
@@ -25,8 +30,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._otlp_encode import encode_logs, encode_spans
-from ._records import LogRecord, SpanRecord
+from ._otlp_encode import encode_logs, encode_metrics, encode_spans
+from ._records import LogRecord, MetricPoint, SpanRecord
 
 if TYPE_CHECKING:
     from ._store import Store
@@ -43,6 +48,14 @@ def _seconds(value: str | None) -> float | None:
         return max(float(value), 0.0) if value else None
     except ValueError:
         return None
+
+
+def _signal(env: Mapping[str, str], base: str, headers: Mapping[str, str],
+            signal: str) -> tuple[str, dict[str, str]]:
+    """The endpoint and headers of one signal (``traces``, ``logs`` or ``metrics``)."""
+    name = signal.upper()
+    endpoint = env.get(f"OTEL_EXPORTER_OTLP_{name}_ENDPOINT") or f"{base}/v1/{signal}"
+    return endpoint, {**headers, **parse_pairs(env.get(f"OTEL_EXPORTER_OTLP_{name}_HEADERS", ""))}
 
 
 def parse_pairs(text: str) -> dict[str, str]:
@@ -68,6 +81,10 @@ class OtlpConfig:
     service_name: str = "monarch"
     resource_attributes: Mapping[str, str] = dataclasses.field(default_factory=dict)
     enabled: bool = True
+    metrics_endpoint: str = DEFAULT_ENDPOINT + "/v1/metrics"
+    metrics_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    metrics_interval_s: float = 60.0
+    metrics_enabled: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OtlpConfig:
@@ -77,12 +94,13 @@ class OtlpConfig:
         headers = parse_pairs(env.get("OTEL_EXPORTER_OTLP_HEADERS", ""))
         attributes = parse_pairs(env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
         service = env.get("OTEL_SERVICE_NAME") or attributes.get("service.name") or "monarch"
+        traces, logs, metrics = (_signal(env, base, headers, s) for s in ("traces", "logs",
+                                                                          "metrics"))
         return cls(
-            traces_endpoint=env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or base + "/v1/traces",
-            logs_endpoint=env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") or base + "/v1/logs",
-            traces_headers={**headers,
-                            **parse_pairs(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS", ""))},
-            logs_headers={**headers, **parse_pairs(env.get("OTEL_EXPORTER_OTLP_LOGS_HEADERS", ""))},
+            traces_endpoint=traces[0], logs_endpoint=logs[0], traces_headers=traces[1],
+            logs_headers=logs[1], metrics_endpoint=metrics[0], metrics_headers=metrics[1],
+            metrics_interval_s=float(env.get("OTEL_METRIC_EXPORT_INTERVAL", "60000")) / 1000.0,
+            metrics_enabled=env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none",
             timeout_s=float(env.get("OTEL_EXPORTER_OTLP_TIMEOUT", "10000")) / 1000.0,
             gzip=env.get("OTEL_EXPORTER_OTLP_COMPRESSION", "none").strip().lower() == "gzip",
             service_name=service,
@@ -102,10 +120,12 @@ class ExporterStatistics:
     records_dropped: int
     last_error: str | None
     retries: int = 0
+    metric_points_sent: int = 0
 
 
 class OtlpExporter:
-    """Sends the store's new spans and logs to an OTLP/HTTP endpoint from a background thread.
+    """Sends the store's new spans and logs, and its metric series every
+    ``config.metrics_interval_s``, to an OTLP/HTTP endpoint from a background thread.
 
     Args:
         store: the store to follow.
@@ -126,8 +146,9 @@ class OtlpExporter:
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._counts = {"spans": 0, "logs": 0, "posts_failed": 0, "records_failed": 0,
-                        "retries": 0}
+        self._counts = {"spans": 0, "logs": 0, "metrics": 0, "posts_failed": 0,
+                        "records_failed": 0, "retries": 0}
+        self._start_ns = time.time_ns()  # cumulative sums began by then (at the latest)
         self._last_error: str | None = None
 
     def start(self) -> OtlpExporter:
@@ -141,8 +162,8 @@ class OtlpExporter:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Sends what is queued (retrying a collector that is briefly away for at most
-        ``timeout`` s), then stops the thread."""
+        """Sends what is queued and the metric series (retrying a collector that is briefly
+        away; all within ``timeout`` s), then stops the thread."""
         self._deadline = time.monotonic() + timeout
         self._stopping.set()
         if self._subscription is not None:
@@ -169,12 +190,25 @@ class OtlpExporter:
         self._counts["logs"] += len(logs) if ok else 0
         return ok
 
+    def export_metrics(self, points: list[MetricPoint] | None = None) -> bool:
+        """POSTs the store's metric series (or ``points``) now; returns whether the endpoint
+        accepted them (True when there are none)."""
+        config = self._config()
+        points = self._store.metrics() if points is None else points
+        if not points:
+            return True
+        body = encode_metrics(points, config.service_name, config.resource_attributes,
+                              self._start_ns, time.time_ns())
+        ok = self._post(config.metrics_endpoint, body, config.metrics_headers, len(points))
+        self._counts["metrics"] += len(points) if ok else 0
+        return ok
+
     def statistics(self) -> ExporterStatistics:
         """Returns a snapshot of the counters."""
         dropped = self._subscription.dropped if self._subscription is not None else 0
         c = self._counts
         return ExporterStatistics(c["spans"], c["logs"], c["posts_failed"], c["records_failed"],
-                                  dropped, self._last_error, c["retries"])
+                                  dropped, self._last_error, c["retries"], c["metrics"])
 
     def _config(self) -> OtlpConfig:
         if self.config is None:
@@ -183,12 +217,18 @@ class OtlpExporter:
 
     def _run(self) -> None:
         subscription = self._subscription
-        assert subscription is not None
+        assert subscription is not None and self.config is not None
+        interval = self.config.metrics_interval_s
+        metrics_due = time.monotonic() + interval
         while True:
             records = self._gather(subscription)
             if records:
                 self._send(records)
-            elif self._stopping.is_set() or subscription.closed:
+            done = not records and (self._stopping.is_set() or subscription.closed)
+            if self.config.metrics_enabled and (done or time.monotonic() >= metrics_due):
+                self._send_metrics()  # the last values, once spans and logs are out, at stop
+                metrics_due = time.monotonic() + interval
+            if done:
                 return
 
     def _gather(self, subscription: Subscription) -> list[Any]:
@@ -212,6 +252,12 @@ class OtlpExporter:
                 self.export_logs(logs)
         except Exception as exc:  # an encoding bug must not kill the thread
             self._fail(len(records), exc)
+
+    def _send_metrics(self) -> None:
+        try:
+            self.export_metrics()
+        except Exception as exc:  # as in _send
+            self._fail(0, exc)
 
     def _post(self, url: str, body: bytes, headers: Mapping[str, str], n: int) -> bool:
         config = self._config()

@@ -1,8 +1,10 @@
-"""OTLP protobuf encoding of our spans and logs (opentelemetry-proto messages, imported lazily).
+"""OTLP protobuf encoding of our spans, logs and metrics (opentelemetry-proto, imported lazily).
 
 Records are grouped by the process that made them; each group is one ResourceSpans/ResourceLogs
 whose resource carries ``service.name``, the ``OTEL_RESOURCE_ATTRIBUTES`` and the process's tags
-(``host.name``, ``process.pid``, ``monarch.proc``, ``monarch.job``, ...).
+(``host.name``, ``process.pid``, ``monarch.proc``, ``monarch.job``, ...). Metrics are the store's
+series aggregated over processes (`Store.metrics`), so they have one resource (``service.name``
+and the ``OTEL_RESOURCE_ATTRIBUTES``); gauges keep the process as their ``proc`` attribute.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._records import LogRecord, SpanRecord
+from ._prometheus import metric_name
+from ._records import LogRecord, MetricPoint, SpanRecord
 
 _RESOURCE_KEYS = {"host": "host.name", "pid": "process.pid"}
 _LOG_TAG_KEYS = {"host", "proc", "pid", "job"}  # moved to the resource
 _SEVERITY = ((logging.CRITICAL, 21), (logging.ERROR, 17), (logging.WARNING, 13),
              (logging.INFO, 9), (logging.DEBUG, 5))
 SCOPE_NAME = "monarch"
+_SUMS = {"counter": True, "updown": False}  # kind -> is_monotonic; gauges and histograms aside
 
 
 def resource_attributes(service_name: str, extra: Mapping[str, str],
@@ -131,3 +135,62 @@ def severity_number(level: int) -> int:
         if level >= threshold:
             return number + min((level - threshold) // 3, 3)
     return 1 if level > 0 else 0
+
+
+def encode_metrics(points: Iterable[MetricPoint], service_name: str = "monarch",
+                   extra: Mapping[str, str] | None = None, start_ns: int = 0,
+                   now_ns: int = 0) -> bytes:
+    """Returns a serialized ExportMetricsServiceRequest holding ``points``, cumulative.
+
+    One metric per name, named as Prometheus scrapes it (``monarch_messages_handled``: a
+    dashboard reads the same series from either) with one data point per series, its labels as
+    attributes. Counters are monotonic sums, ``updown`` ones sums that may fall, histograms keep
+    their bounds and (not cumulative) bucket counts. ``start_ns`` is when the sums began (at the
+    latest); a point without a time gets ``now_ns``.
+    """
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as service
+    from opentelemetry.proto.common.v1 import common_pb2 as common
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+    from opentelemetry.proto.resource.v1 import resource_pb2
+
+    by_name: dict[str, list[MetricPoint]] = {}
+    for point in points:
+        by_name.setdefault(point.name, []).append(point)
+    scope = metrics_pb2.ScopeMetrics(
+        scope=common.InstrumentationScope(name=SCOPE_NAME),
+        metrics=[_metric(members, start_ns, now_ns, metrics_pb2) for members in by_name.values()])
+    resource = resource_pb2.Resource(
+        attributes=key_values({"service.name": service_name, **(extra or {})}))
+    return service.ExportMetricsServiceRequest(resource_metrics=[
+        metrics_pb2.ResourceMetrics(resource=resource, scope_metrics=[scope])]).SerializeToString()
+
+
+def _metric(points: list[MetricPoint], start_ns: int, now_ns: int, pb: Any) -> Any:
+    kind = points[0].kind
+    same = [p for p in points if p.kind == kind]  # a name reported with two kinds: the first's
+    cumulative = pb.AGGREGATION_TEMPORALITY_CUMULATIVE
+    if kind == "histogram":
+        data = {"histogram": pb.Histogram(aggregation_temporality=cumulative, data_points=[
+            _histogram_point(p, start_ns, now_ns, pb) for p in same])}
+    elif kind in _SUMS:
+        data = {"sum": pb.Sum(aggregation_temporality=cumulative, is_monotonic=_SUMS[kind],
+                              data_points=[_number_point(p, start_ns, now_ns, pb) for p in same])}
+    else:
+        data = {"gauge": pb.Gauge(data_points=[_number_point(p, 0, now_ns, pb) for p in same])}
+    return pb.Metric(name=metric_name(points[0].name), description=points[0].description, **data)
+
+
+def _number_point(point: MetricPoint, start_ns: int, now_ns: int, pb: Any) -> Any:
+    value, time_ns = point.value, point.time_ns or now_ns
+    exact = isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    number = {"as_int": value} if exact else {"as_double": float(value)}
+    return pb.NumberDataPoint(attributes=key_values(point.labels), time_unix_nano=time_ns,
+                              start_time_unix_nano=min(start_ns, time_ns), **number)
+
+
+def _histogram_point(point: MetricPoint, start_ns: int, now_ns: int, pb: Any) -> Any:
+    time_ns = point.time_ns or now_ns
+    return pb.HistogramDataPoint(
+        attributes=key_values(point.labels), start_time_unix_nano=min(start_ns, time_ns),
+        time_unix_nano=time_ns, count=point.count, sum=point.value,
+        bucket_counts=point.buckets, explicit_bounds=point.bounds)

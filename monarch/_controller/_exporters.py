@@ -1,8 +1,9 @@
 """The job's exports to existing dashboards, started with the job when configured.
 
-OTLP/HTTP spans and logs when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its `_TRACES_`/`_LOGS_`
-variants) is set; a Prometheus `/metrics` on `127.0.0.1:$MONARCH_METRICS_PORT` when that is set
-(the admin API serves `/metrics` too, behind its token).
+OTLP/HTTP spans, logs and metrics when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its
+`_TRACES_`/`_LOGS_`/`_METRICS_` variants) is set; a Prometheus `/metrics` on
+`127.0.0.1:$MONARCH_METRICS_PORT` when that is set (the admin API serves `/metrics` too, behind
+its token). Both give the metric series the same names (`monarch_<name>`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .. import telemetry
 from .._wire._switch import number
 
 OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                  "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
+                  "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 
 
 class Exporters:

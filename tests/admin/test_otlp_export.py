@@ -1,4 +1,5 @@
-"""An OTLP/HTTP receiver (opentelemetry-proto, in this test) gets the job's spans and logs."""
+"""An OTLP/HTTP receiver (opentelemetry-proto, in this test) gets the job's spans, logs and
+metrics."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from waiting import wait_until
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from monarch._controller._exporters import start_exporters
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class Receiver(ThreadingHTTPServer):
-    """Collects decoded spans and log records with their resource attributes."""
+    """Collects decoded spans and log records with their resource attributes, and metrics."""
 
     daemon_threads = True
 
@@ -25,6 +27,7 @@ class Receiver(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.spans: list[tuple[dict, object]] = []
         self.logs: list[tuple[dict, object]] = []
+        self.metrics: list[object] = []  # Metric messages, as they came
         self.lock = threading.Lock()
 
 
@@ -51,6 +54,13 @@ class _Handler(BaseHTTPRequestHandler):
             reply = trace_service_pb2.ExportTraceServiceResponse()
             with self.server.lock:
                 self.server.spans += found
+        elif self.path == "/v1/metrics":
+            request = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
+            found = [metric for rm in request.resource_metrics for sm in rm.scope_metrics
+                     for metric in sm.metrics]
+            reply = metrics_service_pb2.ExportMetricsServiceResponse()
+            with self.server.lock:
+                self.server.metrics += found
         else:
             request = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
             found = [(attrs(rl.resource.attributes), record) for rl in request.resource_logs
@@ -67,6 +77,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:
         pass
+
+
+def handled_counts(receiver: Receiver, mesh: str) -> list[int]:
+    """messages_handled of ``mesh`` as each metrics export carried it, oldest first."""
+    with receiver.lock:
+        metrics = list(receiver.metrics)
+    return [point.as_int for metric in metrics if metric.name == "monarch_messages_handled"
+            for point in metric.sum.data_points if attrs(point.attributes)["mesh"] == mesh]
 
 
 def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_class,
@@ -112,6 +130,8 @@ def test_spans_joined_across_processes_and_logs_with_ranks(job, procs, echo_clas
             assert record.body.string_value == f"echo 7 from {rank}"
             assert attrs(record.attributes)["mesh"] == "otlpmesh"
             assert resource["process.pid"] > 0 and resource["monarch.proc"] != "controller"
+        exporters.close()  # sends the metric series a last time
+        assert handled_counts(receiver, "otlpmesh")[-1] == 4
     finally:
         exporters.close()
         receiver.shutdown()
@@ -141,8 +161,8 @@ procs.stop()
 
 
 def test_a_short_script_loses_nothing_at_exit(tmp_path):
-    """Five calls, `procs.stop()` (not waited on), exit at once: every actor span and log line
-    reaches the collector before the controller exits."""
+    """Five calls, `procs.stop()` (not waited on), exit at once: every actor span and log line,
+    and the final metrics, reach the collector before the controller exits."""
     import os
     import subprocess
     import sys
@@ -168,6 +188,7 @@ def test_a_short_script_loses_nothing_at_exit(tmp_path):
     handled = [s for _, s in spans if s.name == "short.ping"]
     assert len(calls) == 5 and len(handled) == 10
     assert all(s.parent_span_id in calls for s in handled)
+    assert handled_counts(receiver, "short")[-1:] == [10]  # sent at exit (60 s between exports)
     texts = sorted(r.body.string_value for _, r in logs)
     assert texts == sorted([f"echo {x} from {r}" for x in range(5) for r in range(2)]
                            + [f"warned {x} from {r}" for x in range(5) for r in range(2)])

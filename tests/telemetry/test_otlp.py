@@ -1,4 +1,4 @@
-"""OTLP/HTTP export against a tiny receiver on loopback (real sockets)."""
+"""OTLP/HTTP export against a tiny receiver on loopback (real sockets, opentelemetry-proto)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ from monarch.telemetry import (
     LogRecord,
     OtlpConfig,
     OtlpExporter,
+    Recorder,
     SpanRecord,
     Store,
 )
 
 
 class Receiver:
-    """Collects decoded OTLP requests posted to /v1/traces and /v1/logs; answers the first
+    """Collects decoded OTLP requests posted to /v1/traces, /v1/logs and /v1/metrics; answers
+    the first
     `refusals` POSTs with those statuses instead (a collector that is briefly unwell)."""
 
     def __init__(self, refusals: tuple[int, ...] = ()) -> None:
@@ -64,20 +66,32 @@ class Receiver:
 
     def record(self, path: str, headers: Any, body: bytes) -> None:
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-        cls = (trace_service_pb2.ExportTraceServiceRequest if path == "/v1/traces"
-               else logs_service_pb2.ExportLogsServiceRequest)
+        cls = {"/v1/traces": trace_service_pb2.ExportTraceServiceRequest,
+               "/v1/logs": logs_service_pb2.ExportLogsServiceRequest,
+               "/v1/metrics": metrics_service_pb2.ExportMetricsServiceRequest}[path]
         message = cls()
         message.ParseFromString(body)
         with self.got:
             self.requests.append((path, headers, message))
             self.got.notify_all()
 
+    def wait_for_metrics(self, condition: Any, values: Any) -> None:
+        """Waits (10 s at most) until ``condition(values(self))`` holds."""
+        with self.got:
+            assert self.got.wait_for(lambda: condition(values(self)), timeout=10), values(self)
+
     def wait_for(self, n: int) -> list[tuple[str, Any, Any]]:
         with self.got:
             assert self.got.wait_for(lambda: len(self.requests) >= n, timeout=10)
             return list(self.requests)
+
+    def metrics(self) -> list[Any]:
+        """The metrics requests received so far, oldest first."""
+        with self.got:
+            return [request for path, _, request in self.requests if path == "/v1/metrics"]
 
     def close(self) -> None:
         self.server.shutdown()
@@ -218,5 +232,123 @@ def test_config_from_standard_variables() -> None:
     assert cfg.traces_headers == {"a": "1", "b": "3"} and cfg.logs_headers == {"a": "1", "b": "2"}
     assert cfg.timeout_s == 2.5 and cfg.service_name == "fallback"
     assert cfg.resource_attributes == {"team": "ml"} and cfg.enabled
+    assert cfg.metrics_endpoint == "http://collector:4318/v1/metrics"
+    assert cfg.metrics_headers == {"a": "1", "b": "2"} and cfg.metrics_interval_s == 60.0
+    assert cfg.metrics_enabled
+    metrics = OtlpConfig.from_env({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://m:1/x",
+                                   "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "c=4",
+                                   "OTEL_METRIC_EXPORT_INTERVAL": "1500",
+                                   "OTEL_METRICS_EXPORTER": "None"})
+    assert metrics.metrics_endpoint == "http://m:1/x" and metrics.metrics_headers == {"c": "4"}
+    assert metrics.metrics_interval_s == 1.5 and not metrics.metrics_enabled
     assert OtlpConfig.from_env({}).traces_endpoint == "http://localhost:4318/v1/traces"
     assert not OtlpConfig.from_env({"OTEL_SDK_DISABLED": "true"}).enabled
+
+
+# -- metrics ---------------------------------------------------------------------------------------
+
+def metrics_of(request: Any) -> dict[str, Any]:
+    """name -> Metric of one ExportMetricsServiceRequest (one resource, one scope)."""
+    (resource_metrics,) = request.resource_metrics
+    (scope_metrics,) = resource_metrics.scope_metrics
+    return {metric.name: metric for metric in scope_metrics.metrics}
+
+
+def ship_metrics(store: Store, proc: str, handled: int, depth: float,
+                 latencies: list[float]) -> None:
+    """One proc's recorder counts, sets and observes, then ships to ``store`` as procs do."""
+    recorder = Recorder()
+    recorder.configure({"host": "h1", "proc": proc, "job": "j1"})
+    recorder.metrics.inc(("messages_handled", "trainer", "step"), handled)
+    recorder.metrics.set(("queue_depth", f"{proc}/trainer[0]"), depth)
+    for seconds in latencies:
+        recorder.metrics.observe(("handler_latency_seconds", "trainer", "step"), seconds)
+    store.ingest(recorder.drain())
+
+
+def test_metrics_arrive_with_names_values_and_attributes(receiver: Receiver) -> None:
+    store = Store()
+    ship_metrics(store, "proc-0", 3, 2.0, [0.0002, 0.3])
+    ship_metrics(store, "proc-1", 4, 5.5, [0.0002, 0.0002, 100.0])
+    exporter = OtlpExporter(store, config(receiver))
+    assert exporter.export_metrics()
+    (request,) = receiver.metrics()
+    (resource_metrics,) = request.resource_metrics
+    resource = attrs(resource_metrics.resource.attributes)
+    assert resource["service.name"] == "my-job" and resource["deployment.environment"] == "test"
+    metrics = metrics_of(request)
+
+    handled = metrics["monarch_messages_handled"]  # a counter: summed over the procs
+    assert handled.sum.is_monotonic and handled.sum.aggregation_temporality == 2  # cumulative
+    (point,) = handled.sum.data_points
+    assert point.as_int == 7 and attrs(point.attributes) == {"mesh": "trainer", "method": "step"}
+    assert 0 < point.start_time_unix_nano <= point.time_unix_nano
+
+    depth = metrics["monarch_queue_depth"]  # a gauge: one series per proc
+    assert {attrs(p.attributes)["proc"]: (p.as_double, attrs(p.attributes)["actor"])
+            for p in depth.gauge.data_points} == {"proc-0": (2.0, "proc-0/trainer[0]"),
+                                                   "proc-1": (5.5, "proc-1/trainer[0]")}
+
+    latency = metrics["monarch_handler_latency_seconds"]  # a histogram: buckets summed
+    assert latency.histogram.aggregation_temporality == 2
+    (point,) = latency.histogram.data_points
+    assert point.count == 5 and point.sum == pytest.approx(100.3006)
+    assert list(point.explicit_bounds)[:2] == [0.0001, 0.00025]
+    assert len(point.bucket_counts) == len(point.explicit_bounds) + 1
+    assert point.bucket_counts[1] == 3 and point.bucket_counts[-1] == 1  # (.1, .25] ms; > 60 s
+    assert point.bucket_counts[list(point.explicit_bounds).index(0.5)] == 1  # 0.3 s
+    assert sum(point.bucket_counts) == 5
+    assert attrs(point.attributes) == {"mesh": "trainer", "method": "step"}
+    assert exporter.statistics().metric_points_sent == 4  # 1 counter + 2 gauges + 1 histogram
+
+
+def handled_values(receiver: Receiver) -> list[int]:
+    """messages_handled as each metrics request carried it."""
+    return [point.as_int for request in receiver.metrics()
+            for point in metrics_of(request)["monarch_messages_handled"].sum.data_points]
+
+
+def test_metrics_are_sent_every_interval(receiver: Receiver) -> None:
+    store = Store()
+    ship_metrics(store, "proc-0", 1, 0.0, [])
+    exporter = OtlpExporter(store, config(receiver, OTEL_METRIC_EXPORT_INTERVAL="50"),
+                            interval_s=0.05).start()
+    try:
+        receiver.wait_for_metrics(lambda values: 1 in values, handled_values)
+        ship_metrics(store, "proc-0", 5, 0.0, [])  # the proc's newest value: 5
+        receiver.wait_for_metrics(lambda values: 5 in values, handled_values)
+    finally:
+        exporter.stop()
+
+
+def test_metrics_are_sent_at_stop(receiver: Receiver) -> None:
+    store = Store()
+    exporter = OtlpExporter(store, config(receiver, OTEL_METRIC_EXPORT_INTERVAL="3600000"),
+                            interval_s=0.05).start()
+    ship_metrics(store, "proc-0", 9, 0.0, [])
+    exporter.stop()  # an hour before the first interval ends: only stop sends them
+    assert handled_values(receiver) == [9]
+
+
+def test_no_metrics_when_the_metrics_exporter_is_none(receiver: Receiver) -> None:
+    store = Store()
+    exporter = OtlpExporter(store, config(receiver, OTEL_METRICS_EXPORTER="none"),
+                            interval_s=0.05).start()
+    ship_metrics(store, "proc-0", 9, 0.0, [])
+    store.ingest([BATCH_VERSION, {"proc": "proc-0"}, [INVOCATION.to_wire()], [], [], [], []])
+    receiver.wait_for(1)
+    exporter.stop()
+    assert [path for path, _, _ in receiver.requests] == ["/v1/traces"]
+
+
+def test_metrics_posts_are_retried_too() -> None:
+    receiver = Receiver(refusals=(503,))
+    try:
+        store = Store()
+        ship_metrics(store, "proc-0", 2, 0.0, [])
+        exporter = OtlpExporter(store, config(receiver), backoff_s=0.01)
+        assert exporter.export_metrics()
+    finally:
+        receiver.close()
+    assert handled_values(receiver) == [2] and receiver.refused == 1
+    assert exporter.statistics().retries == 1
