@@ -269,6 +269,9 @@ def _watch(args: argparse.Namespace, run_dir: str, watch: Watch, child: Any,
             summary = item["summary"]
         elif "fault" in item or "progress" in item or "census" in item:
             print(f"soak: {line.strip()}", flush=True)
+        elif "stacks" in item:  # a workload failed: where everything was
+            for where, dump in item["stacks"].items():
+                print(f"soak: stack of {where}:\n{dump}", flush=True)
     rc = child.wait()
     timer.cancel()
     watch.stop()

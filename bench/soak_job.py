@@ -158,7 +158,11 @@ class Soak:
                 self.generator_pids = {batch["pid"] for batch in batches}
                 answers = torch.cat([batch["answers"] for batch in batches])
                 rewards = await self.call(reward.score.call_one(a, b, answers))
-                result = await self.call(trainer.train.call_one(a, b, answers, rewards))
+                try:
+                    result = await self.call(trainer.train.call_one(a, b, answers, rewards))
+                except Exception:
+                    emit(stacks=_stacks_now(("trainer", "reward")))  # where it was stuck
+                    raise
                 await self.call(generators.update.fanout(result["version"]))
                 self.counts["rl_steps"] += 1
         finally:
@@ -270,6 +274,30 @@ class Soak:
         self.counts["errors"] += len(errors)
         emit(summary={"counts": self.counts, "acked": self.acked, "faults": self.faults,
                       "errors": errors, "failures": list(self.failures)[-20:]})
+
+
+def _stacks_now(meshes: tuple[str, ...]) -> dict[str, str]:
+    """py-spy dumps of the controller and of the procs of `meshes` (a workload failed: where
+    was everything?)."""
+    from monarch._controller._admin_actions import py_spy_dump
+    from monarch._controller._job import current_job
+
+    job = current_job()
+    out = {"controller": _dump(py_spy_dump, os.getpid())}
+    for mesh in job.supervisor.meshes.values():
+        if mesh.name in meshes:
+            for rank, proc in mesh.ranks.items():
+                record = job.supervisor.procs.get(proc)
+                if record is not None:
+                    out[f"{mesh.name}[{rank}] {proc}"] = _dump(py_spy_dump, record.pid)
+    return out
+
+
+def _dump(py_spy_dump: Any, pid: Any) -> str:
+    try:
+        return py_spy_dump(pid)
+    except Exception as exc:  # noqa: BLE001 - the dump is a diagnostic, never the failure
+        return f"no dump: {exc}"
 
 
 def _census(stats: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from .. import telemetry
 from .._history._runs import JOB_FILE, history_dir, prune
+from .._runtime import _malloc
 from .._runtime._pids import start_time
 from ..telemetry import _tables as tables
 
@@ -30,6 +31,8 @@ DEFAULT_HISTORY_MB = 256.0
 """A history's bound unless `MONARCH_HISTORY_MB` says otherwise."""
 WATCH_S = 0.5
 """How often the watcher marks stalls."""
+TRIM_S = 60.0
+"""How often the watcher hands free malloc memory back to the system (`_runtime._malloc`)."""
 HISTORY_S = 2.0
 """How often it appends to the history: at most this far behind (plus one write)..."""
 HISTORY_DUTY = 0.05
@@ -188,6 +191,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_history = 0.0
+        self._next_trim = time.monotonic() + TRIM_S
 
     def start(self, history: bool, max_bytes: int = int(DEFAULT_HISTORY_MB * 1e6)) -> Watcher:
         """Starts the thread (and the history, if on, bounded by ``max_bytes``)."""
@@ -211,8 +215,12 @@ class Watcher:
             self.tick()
 
     def tick(self) -> None:
-        """One pass: stalls, then the history."""
+        """One pass: stalls, then the history; once a minute, free memory back to the system
+        (`_runtime._malloc.trim`)."""
         try:
+            if time.monotonic() >= self._next_trim:
+                self._next_trim = time.monotonic() + TRIM_S
+                _malloc.trim()
             stalled = self.job.store.check_stalls(self.stall_s)
             telemetry.process_recorder().metrics.set(("stalled_handlers",), stalled)
             if self.history is not None and (time.monotonic() >= self._next_history or

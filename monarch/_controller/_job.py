@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from .._actors import _system_agent as _agent, _supervision
-from .._runtime import _instrument, _process_runtime as _process, _controller_calls as _services
+from .._runtime import _instrument, _malloc, _process_runtime as _process
+from .._runtime import _controller_calls as _services
 from .. import config, telemetry
 from .._runtime._context import Context, Instance, install_log_prefix, set_root
 from .._runtime._settings import follow_settings, proc_settings
@@ -78,6 +79,7 @@ class Job:
     def __init__(self) -> None:
         # settings first: one that does not read stops the job before it made anything
         budget = Budget.from_mb(number("MONARCH_TELEMETRY_MB", DEFAULT_MB, above=True))
+        _malloc.limit_arenas()  # before the job's threads start (see `_runtime._malloc`)
         self.stall_s = _stall_s()
         """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
         history_mb = number("MONARCH_HISTORY_MB", DEFAULT_HISTORY_MB, above=True)
