@@ -195,7 +195,7 @@ def test_ddp_over_gloo_ends_with_the_same_parameters_on_every_rank(mesh, tmp_pat
 
     spmd = mesh.spawn("spmd_ddp", SPMDActor)
     args = [str(EXAMPLES / "spmd_ddp_train.py"), "--steps", "5", "--out", str(tmp_path)]
-    assert all(spmd.main.call("127.0.0.1", loopback_port(), args).get().values())
+    assert list(spmd.main.call("127.0.0.1", loopback_port(), args).get().values()) == [True] * 4
     params = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(4)]
     for p in params[1:]:
         assert torch.equal(params[0], p)

@@ -245,7 +245,7 @@ def test_dropping_a_tensor_frees_it_on_the_workers(procs):
         keep.drop()
         with pytest.raises(TypeError, match="dropped"):
             torch.add(keep, 1)
-    assert all(d >= b + 20 for b, d in zip(before, during))
+    assert len(before) == 4 and all(d >= b + 20 for b, d in zip(before, during, strict=True))
     assert after == before
 
 
@@ -307,7 +307,7 @@ def dp_step(model, inputs, targets, grads_out, lr=0.1):
     loss = torch.nn.functional.mse_loss(model(inputs), targets)
     params = list(reversed(list(model.parameters())))
     with torch.no_grad():
-        for param, grad in zip(params, monarch.grad_generator(loss, params)):
+        for param, grad in zip(params, monarch.grad_generator(loss, params), strict=True):
             grad.reduce_("gpus", "sum")
             grads_out.append(grad)
             param -= lr * grad
@@ -343,17 +343,18 @@ def test_a_data_parallel_step_gives_the_gradients_and_weights_of_local_training(
             m.zero_grad()
             x, y = batch(g)
             torch.nn.functional.mse_loss(m(x), y).backward()
-            for t, p in zip(total, reversed(list(m.parameters()))):
+            for t, p in zip(total, reversed(list(m.parameters())), strict=True):
                 t += p.grad
         with torch.no_grad():
-            for t, p in zip(total, reversed(list(m.parameters()))):
+            for t, p in zip(total, reversed(list(m.parameters())), strict=True):
                 p -= 0.1 * t
         return [p.detach() for p in m.parameters()], total
 
     params, grads_local = local(reference)
-    for got, want in zip(remote_params, params):
+    assert len(params) == len(grads_local) == 4  # two layers: a weight and a bias each
+    for got, want in zip(remote_params, params, strict=True):
         torch.testing.assert_close(got, want)
-    for got, want in zip(remote_grads, grads_local):
+    for got, want in zip(remote_grads, grads_local, strict=True):
         torch.testing.assert_close(got, want)
 
 
@@ -381,7 +382,9 @@ def test_grad_generator_yields_in_the_order_asked(procs):
         loss, wrt = graph(*leaves)
         return torch.autograd.grad(loss, [w for w in wrt if w is not wrt[2]])
 
-    for g, want in zip(got, local(reference)):
+    wanted = local(reference)
+    assert len(wanted) == 3  # the four leaves but u, which does not reach the loss
+    for g, want in zip(got, wanted, strict=True):
         torch.testing.assert_close(g, want)
 
 
@@ -444,7 +447,9 @@ def test_common_torch_code_matches_local(procs):
     seed = monarch.remote(torch.manual_seed, propagate=lambda s: None)
     with procs.activate():
         remote = monarch.inspect(common_torch_code(seed), gpus=2)
-    for got, want in zip(remote, local(common_torch_code, torch.manual_seed)):
+    wanted = local(common_torch_code, torch.manual_seed)
+    assert len(wanted) == 6
+    for got, want in zip(remote, wanted, strict=True):
         torch.testing.assert_close(got, want)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 from waiting import pid_gone, wait_until
@@ -36,7 +35,7 @@ def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
         assert failure.signal == 9
         for rank in (0, 1, 3):
             os.kill(before[rank], 0)
-        assert mesh.slice(hosts=0).ping.call(5).get(timeout=30).values()
+        assert list(mesh.slice(hosts=0).ping.call(5).get(timeout=30).values()) == [5, 5]
         _, view = pids(admin, "victims")
         states = {a["rank"]: a["state"] for a in view["actors"]}
         assert states == {0: "running", 1: "running", 2: "failed", 3: "running"}
@@ -84,19 +83,23 @@ def test_diagnose_pings_every_live_proc(admin, procs):
     checked = {c["proc"] for c in result["checks"] if c["check"] == "ping"}
     topology = admin.topology()
     live = {p["proc"] for h in topology["hosts"] for p in h["procs"] if p["state"] == "running"}
-    assert live <= checked
-    for check in result["checks"]:
-        assert check["status"] in ("pass", "slow") and check["latency_ms"] >= 0
+    assert "controller" in live and live <= checked
+    assert [c for c in result["checks"]
+            if c["status"] not in ("pass", "slow") or c["latency_ms"] < 0] == []
 
 
 def read_until(admin, session_id, marker, offset=0, timeout=30.0):
-    text, deadline = "", time.monotonic() + timeout
-    while marker not in text:
-        assert time.monotonic() < deadline, f"no {marker!r} in {text!r}"
-        chunk, offset, closed = admin.read(session_id, offset, 2.0)
-        text += chunk
-        assert not closed or marker in text, text
-    return text, offset
+    """Reads the session's output from `offset` until `marker` shows; (text, next offset)."""
+    read = {"text": "", "offset": offset}
+
+    def seen() -> bool:
+        chunk, read["offset"], closed = admin.read(session_id, read["offset"], 2.0)
+        read["text"] += chunk
+        assert not closed or marker in read["text"], read["text"]
+        return marker in read["text"]
+
+    wait_until(seen, lambda: f"{marker!r} in {read['text']!r}", timeout, interval=0)
+    return read["text"], read["offset"]
 
 
 def test_break_next_then_drive_the_session(admin, procs, echo_class):

@@ -27,8 +27,9 @@ def mesh_view(admin, name):
 
 def test_topology_lists_hosts_procs_meshes_and_actors_with_counters(admin, echo, procs):
     view = wait_until(lambda: (m := mesh_view(admin, "echo"))
-                      and all(a["messages"] >= 1 for a in m["actors"]) and m)
+                      and [a["messages"] >= 1 for a in m["actors"]] == [True] * 4 and m)
     assert view["extent"] == {"labels": ["gpus"], "sizes": [4]}
+    assert [a["rank"] for a in view["actors"]] == [0, 1, 2, 3]
     assert view["class_name"].endswith("Echo") and view["procs"] == procs._procs
     for rank, actor in enumerate(view["actors"]):
         assert actor["rank"] == rank and actor["point"] == {"gpus": rank}
@@ -56,13 +57,15 @@ def test_job_info(admin, job, echo):
 def test_logs_filter_by_mesh_rank_and_text(admin, echo):
     echo.ping.call(2).get(timeout=30)
     lines = wait_until(lambda: admin.logs(mesh="echo", rank=2, text="echo 2 "))
-    assert all(line["mesh"] == "echo" and line["rank"] == 2 for line in lines)
+    assert {(line["mesh"], line["rank"]) for line in lines} == {("echo", 2)}
     assert lines[-1]["text"] == "echo 2 from 2" and lines[-1]["stream"] == "stdout"
     assert lines[-1]["proc"] and lines[-1]["host"]
     warned = wait_until(lambda: admin.logs(mesh=echo._mesh_id, text="warned 2 from 3"))
     assert warned[-1]["level"] == 30 and warned[-1]["rank"] == 3
-    later = admin.logs(since_hlc=lines[-1]["hlc"], limit=5)
-    assert all(line["hlc"] > lines[-1]["hlc"] for line in later)
+    echo.ping.call(4).get(timeout=30)  # something logged after those lines
+    later = wait_until(lambda: admin.logs(since_hlc=lines[-1]["hlc"], limit=5),
+                       "lines logged later")
+    assert later and all(line["hlc"] > lines[-1]["hlc"] for line in later)
 
 
 def test_spans_join_controller_and_actor_across_processes(admin, echo):
