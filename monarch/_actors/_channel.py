@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 from .._runtime import _process_runtime as _process
+from .._runtime._errors import remote_traceback
 from .._runtime._future import Future
 from .._runtime._ports import QueueSink
 from .._wire import _serial
@@ -35,25 +36,20 @@ class Port(Generic[R]):
 
     def _exception_with_traceback(self, exc: BaseException) -> None:
         """Sends an exception raised here, with its traceback (the caller's remote one)."""
-        import traceback
-
-        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        if lines and lines[0].startswith("Traceback"):
-            lines = lines[1:]
-        try:
-            self._post(ERROR, (exc, "".join(lines).rstrip("\n")))
-        except Exception:  # noqa: BLE001 - the exception itself does not pickle
-            self._post(ERROR, (RuntimeError(f"{type(exc).__name__}: {exc}"),
-                               "".join(lines).rstrip("\n")))
+        data, buffers = _serial.dumps_exception(exc, remote_traceback(exc))
+        self._reply(ERROR, [data, *buffers])
 
     def _post(self, status: int, obj: Any) -> None:
-        runtime = _process.current()
-        if runtime is None:
-            raise RuntimeError("Port.send needs a running monarch process")
         frames: list[Any] = []
         if not (status == OK and obj is None):
             data, buffers = _serial.dumps(obj)
             frames = [data, *buffers]
+        self._reply(status, frames)
+
+    def _reply(self, status: int, frames: list[Any]) -> None:
+        runtime = _process.current()
+        if runtime is None:
+            raise RuntimeError("Port.send needs a running monarch process")
         index = -1 if self._rank is None else self._rank
         runtime.reply((self._address, self._port_id), index, status, frames)
 

@@ -24,7 +24,7 @@ from typing import Any
 from ._channel import Port
 from .._runtime import _gather, _instrument
 from .._runtime._context import Context, Creator, Instance, actor_label, enter, leave
-from .._runtime._errors import actor_failure_report
+from .._runtime._errors import actor_failure_report, remote_traceback
 from .._runtime._future import when_all
 from ._endpoint import endpoint_table
 from .._runtime._leader import BATON
@@ -322,11 +322,7 @@ class ActorSlot:
         if msg.port is None:
             return
         _instrument.count_failure("user")
-        tb = _format(exc)
-        try:
-            data, buffers = _serial.dumps((exc, tb))
-        except Exception:  # noqa: BLE001 - the exception itself does not pickle
-            data, buffers = _serial.dumps((RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+        data, buffers = _serial.dumps_exception(exc, remote_traceback(exc))
         self.runtime.reply(msg.port, msg.lo, ERROR, [data, *buffers])
 
     def fail(self, reason: str, exc: BaseException | None) -> None:
@@ -449,7 +445,7 @@ class ActorSlot:
         """What `__supervise__` said of `event`: handled, not (escalate), or it raised."""
         if error is not None:
             self.fail(f"__supervise__ raised while handling a failure of {event.mesh_name}:\n"
-                      f"{_format(error)}", error)
+                      f"{remote_traceback(error)}", error)
         elif not handled:
             self.fail(f"a mesh it owns failed and it did not handle it:\n{event.report()}",
                       None)
@@ -850,13 +846,6 @@ def _aborted(exc: BaseException) -> str:
     """Monarch's words for an actor killed by an exception (in __init__ or a broadcast)."""
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return "actor explicitly aborted due to: " + "".join(lines).rstrip("\n")
-
-
-def _format(exc: BaseException) -> str:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    if lines and lines[0].startswith("Traceback"):
-        lines = lines[1:]
-    return "".join(lines).rstrip("\n")
 
 
 def _unpicklable(what: str, msg: Call, exc: BaseException) -> BaseException:

@@ -113,10 +113,7 @@ def _bootstrap(runtime: ProcessRuntime, bootstrap: Any, controller: str,
         runtime.notify(controller, "bootstrapped", {"proc": started.proc})
 
     def failed(exc: BaseException, remote_tb: str) -> None:
-        try:
-            error = _serial.dumps((exc, remote_tb))[0]
-        except Exception:  # noqa: BLE001 - an unpicklable exception travels as its text
-            error = _serial.dumps((RuntimeError(f"{type(exc).__name__}: {exc}"), remote_tb))[0]
+        error = _serial.dumps_exception(exc, remote_tb, in_band=True)[0]  # one field
         runtime.notify(controller, "bootstrap_failed", {"proc": started.proc, "error": error})
         runtime.exit_code = 1
         runtime.close()  # run() ends: the notice leaves before the process does

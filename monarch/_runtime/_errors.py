@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 
@@ -73,3 +74,12 @@ def actor_failure_report(label: str, reason: str) -> str:
 def indent(text: str) -> str:
     """Indents the lines after the first by two spaces (a reason nested in a report)."""
     return text.replace("\n", "\n  ")
+
+
+def remote_traceback(exc: BaseException) -> str:
+    """The traceback of `exc` as a caller is shown it (`remote_traceback` of an ActorError):
+    its frames and the exception, without the `Traceback (most recent call last):` line."""
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[1:]
+    return "".join(lines).rstrip("\n")

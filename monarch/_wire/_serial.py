@@ -94,12 +94,34 @@ def _mark_big_bytes(obj: Any, depth: int = 2) -> Any:
     return obj
 
 
-def dumps(obj: Any, persistent: Callable[[Any], Any] | None = None) -> tuple[bytes, Buffers]:
-    """Pickles `obj`; returns the pickle bytes and the out-of-band buffers (in order)."""
+def dumps(obj: Any, persistent: Callable[[Any], Any] | None = None, *,
+          in_band: bool = False) -> tuple[bytes, Buffers]:
+    """Pickles `obj`; returns the pickle bytes and the out-of-band buffers (in order), none
+    when `in_band` (everything in the bytes: for a payload that travels as one field)."""
     buffers: Buffers = []
     file = io.BytesIO()
-    _Pickler(file, buffers.append, persistent).dump(_mark_big_bytes(obj))
+    _Pickler(file, None if in_band else buffers.append, persistent).dump(_mark_big_bytes(obj))
     return file.getvalue(), buffers
+
+
+def dumps_exception(exc: BaseException, traceback: str, *,
+                    in_band: bool = False) -> tuple[bytes, Buffers]:
+    """Pickles `(exc, traceback)`, as a remote exception travels. One that does not pickle
+    travels as a RuntimeError of its text (`ValueError: bad`), with the same traceback: the
+    receiver always learns what failed."""
+    try:
+        return dumps((exc, traceback), in_band=in_band)
+    except Exception:  # noqa: BLE001 - the exception itself does not pickle
+        return dumps((RuntimeError(_exception_text(exc)), traceback), in_band=in_band)
+
+
+def _exception_text(exc: BaseException) -> str:
+    """`ValueError: bad`: the exception's type and message (even when its str() raises)."""
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the type
+        message = "<exception str() failed>"
+    return f"{type(exc).__name__}: {message}"
 
 
 def loads(data: bytes | memoryview, buffers: Sequence[Any] = (),

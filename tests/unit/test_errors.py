@@ -1,9 +1,10 @@
-"""The failure report of an actor: one wording wherever it is built (the actor's own slot,
-the controller's supervisor, a caller's mesh and port), its reason nested below it."""
+"""Error texts built in one place: the failure report of an actor (the actor's own slot, the
+controller's supervisor, a caller's mesh and port), its reason nested below it; the traceback
+a caller is shown."""
 
 from __future__ import annotations
 
-from monarch._runtime._errors import actor_failure_report
+from monarch._runtime._errors import actor_failure_report, remote_traceback
 
 
 def test_the_report_names_the_actor_and_nests_its_reason():
@@ -20,3 +21,13 @@ def test_every_line_of_a_long_reason_is_indented_under_the_report():
         "  ValueError: bad",
         "  Traceback (most recent call last):",
         "    File \"x.py\", line 1"]
+
+
+def test_the_remote_traceback_is_the_frames_and_the_exception_without_the_header():
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        text = remote_traceback(exc)
+    assert not text.startswith("Traceback") and not text.endswith("\n")
+    assert text.startswith("  File ") and "test_errors.py" in text
+    assert text.splitlines()[-1] == "KeyError: 'missing'"

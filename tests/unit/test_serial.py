@@ -119,3 +119,46 @@ def test_classes_from_main_are_pickled_by_value():
     exec("class Local:\n    def f(self):\n        return 7\n", namespace)
     data, _ = _serial.dumps(namespace["Local"])
     assert _serial.loads(data)().f() == 7
+
+
+class Unpicklable(Exception):
+    """Holds a lock: pickling it fails."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.lock = threading.Lock()
+
+
+class BrokenStr(Unpicklable):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+class CarriesBytes(Exception):
+    """Holds a big buffer, which goes out of band unless asked not to."""
+
+    def __init__(self, data: memoryview) -> None:
+        super().__init__("big")
+        self.data = data
+
+
+def test_an_exception_travels_with_its_traceback():
+    data, buffers = _serial.dumps_exception(KeyError("k"), "  File x.py")
+    exc, tb = _serial.loads(data, buffers)
+    assert type(exc) is KeyError and exc.args == ("k",) and tb == "  File x.py"
+
+
+def test_an_exception_that_does_not_pickle_travels_as_its_text():
+    exc, tb = _serial.loads(*_serial.dumps_exception(Unpicklable("bad"), "tb"))
+    assert type(exc) is RuntimeError and str(exc) == "Unpicklable: bad" and tb == "tb"
+    exc, _ = _serial.loads(*_serial.dumps_exception(BrokenStr("bad"), "tb"))
+    assert str(exc) == "BrokenStr: <exception str() failed>"
+
+
+def test_an_exception_pickled_in_band_needs_no_frames():
+    big = memoryview(bytes(range(256)) * 1024)
+    data, buffers = _serial.dumps_exception(CarriesBytes(big), "tb", in_band=True)
+    assert buffers == []
+    exc, _ = _serial.loads(data)
+    assert bytes(exc.data) == bytes(big)
+    assert _serial.dumps_exception(CarriesBytes(big), "tb")[1]  # out of band by default
