@@ -69,32 +69,18 @@ def logs(ctx: typer.Context,
 def history_logs(job: str | None, mesh: str | None, rank: int | None, text: str | None,
                  limit: int) -> list[dict[str, Any]]:
     """The last `limit` log lines of a job that is not running, from its history."""
+    from monarch._history._client import HistoryClient
     from monarch.telemetry._sql import rows
 
     history = history_or_fail(job)
     note(f"job {history.job_id} is {history.info['state']}: reading its history")
-    where = ["1 = 1"]
-    if mesh is not None:
-        where.append(f"mesh = {_quote(mesh)}")
-    if rank is not None:
-        where.append(f"rank = {int(rank)}")
-    if text is not None:
-        where.append(f"strpos(text, {_quote(text)}) > 0")
-    found = rows(history.query(f"SELECT * FROM (SELECT * FROM logs WHERE {' AND '.join(where)}"
-                               f" ORDER BY hlc DESC LIMIT {int(limit)}) ORDER BY hlc"))
+    found = HistoryClient(history).logs(mesh=mesh, rank=rank, text=text, limit=limit)
     if not found and mesh is not None:  # no such mesh, or nothing it wrote?
         names = {r["mesh"] for r in rows(history.query("SELECT DISTINCT mesh FROM actors"))}
         if mesh not in names:
             fail(f"no mesh {mesh!r} in job {history.job_id}; it had: "
                  f"{', '.join(sorted(n for n in names if n)) or 'none'}")
-    return [{"hlc": r["hlc"], "time": r["time_ns"] / 1e9, "stream": r["stream"],
-             "level": r["level"], "text": r["text"], "mesh": r["mesh"], "rank": r["rank"],
-             "proc": r["proc"], "host": r["host"], "pid": r["pid"],
-             "tags": json.loads(r["tags"] or "{}")} for r in found]
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    return found
 
 
 def _print(lines: list[dict[str, Any]], as_json: bool, fold: bool) -> None:
