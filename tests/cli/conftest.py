@@ -94,8 +94,7 @@ class RunningJob:
         return self.proc.returncode
 
 
-@pytest.fixture(scope="module")
-def job() -> Iterator[RunningJob]:
+def _running_job() -> Iterator[RunningJob]:
     run_dir = tempfile.mkdtemp(prefix="mcli")
     running = RunningJob(run_dir)
     try:
@@ -103,6 +102,18 @@ def job() -> Iterator[RunningJob]:
     finally:
         running.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def job() -> Iterator[RunningJob]:
+    """A job shared by a module's tests, which leave it as they found it (every rank running)."""
+    yield from _running_job()
+
+
+@pytest.fixture
+def fresh_job() -> Iterator[RunningJob]:
+    """A job of its own, for a test that kills, stops or ends it."""
+    yield from _running_job()
 
 
 def json_out(result: subprocess.CompletedProcess[str]) -> Any:
