@@ -87,6 +87,8 @@ class ProcessRuntime:
         self.leadership = Leadership(self.wake)
         self._poller: zmq.Poller | None = None
         self._handlers: dict[Any, tuple[Callable[..., None], Any]] | None = None
+        self._leader_until: Callable[[], bool] | None = None
+        """While a thread other than the I/O thread leads: its `until` (see `lead`)."""
         self.idle_polls = 0
         """Polls that found every inbox empty (loop thread): a dead sender's last messages are
         read once one happened after its death was known."""
@@ -310,6 +312,10 @@ class ProcessRuntime:
         lead = self.leadership
         is_io = me is lead.io_queue
         lead.leader_ident = threading.get_ident()
+        # A thread that leads while it waits for its own work stops draining when it came
+        # (checked every 16 messages): under a flood of telemetry it would else handle
+        # thousands of others' messages first, its own caller waiting (a 60 s timeout seen).
+        self._leader_until = None if is_io else until
         try:
             pause = False
             while not self._closing:
@@ -325,9 +331,11 @@ class ProcessRuntime:
                 pause = gather is not None and self.gathering(gather)
         except BaseException:
             lead.leader_ident = None
+            self._leader_until = None
             lead.release(me)
             raise
         lead.leader_ident = None
+        self._leader_until = None
         if is_io and self._closing:
             return True
         return lead.release(me)
@@ -458,11 +466,14 @@ class ProcessRuntime:
     def _drain_inbox(self, sock: Any) -> None:
         recv = self.inbox.recv_nowait
         handle = self._handle
-        for _ in range(10_000):  # bounded, so timers and calls get their turn
+        stop = self._leader_until
+        for i in range(10_000):  # bounded, so timers and calls get their turn
             got = recv(sock)
             if got is None:
                 return
             handle(*got)
+            if stop is not None and not i & 15 and stop():
+                return  # an actor's thread leading: its own message came, it goes back to it
 
     def _handle(self, msg: Any, frames: list[Any]) -> None:
         """Handles one received message (from the zmq inbox or a lane) by its kind."""
@@ -498,7 +509,7 @@ class ProcessRuntime:
             conn.broken, alive = True, False
             self._guarded(_reraise_current)
         lane_message = self.inbox.lane_message
-        for parts in out:
+        for parts in out:  # a read's whole messages (a lane's reads are bounded)
             got = lane_message(parts)
             if got is not None:
                 self._handle(*got)

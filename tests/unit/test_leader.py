@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+from typing import Any
 
 from monarch._runtime._leader import BATON, QUIET_CHECKS, WATCH, Leadership
 
@@ -101,3 +102,31 @@ def test_a_park_between_checks_keeps_the_io_thread_watching():
         assert lead.want(me) is True  # ...and back, before the I/O thread looked
         assert not lead.take_if_parked(lead.io_queue, 0.0)
     assert not lead.io_asleep and lead.io_queue.empty()
+
+
+def test_a_leading_actor_goes_back_to_its_own_message_under_a_flood() -> None:
+    """An actor's thread that leads while it waits stops draining the inbox soon after its own
+    message came (every 16 messages it looks), not after the 10,000 a drain may take: under a
+    flood of others' messages its caller would wait (a 60 s timeout in the soak). The I/O
+    thread (no `until`) drains on."""
+    from types import SimpleNamespace
+
+    from monarch._runtime._process_runtime import ProcessRuntime
+
+    def drained(until: Any) -> int:
+        flood = iter(range(5_000))
+        handled: list[int] = []
+
+        def recv_nowait(sock: Any) -> tuple[int] | None:
+            n = next(flood, None)
+            return None if n is None else (n,)
+
+        runtime = SimpleNamespace(inbox=SimpleNamespace(recv_nowait=recv_nowait),
+                                  _handle=handled.append, _leader_until=until)
+        ProcessRuntime._drain_inbox(runtime, None)  # type: ignore[arg-type]
+        return len(handled)
+
+    assert drained(lambda: True) == 1  # its message is there: back after the first
+    came_later = iter([False] * 3 + [True])
+    assert drained(lambda: next(came_later)) == 49  # looks at 1, 17, 33, 49: back then
+    assert drained(None) == 5_000  # the I/O thread drains what there is
