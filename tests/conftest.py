@@ -28,8 +28,11 @@ os.environ.setdefault("MONARCH_HISTORY", "0")
 
 
 def under_ci() -> bool:
-    """True when `CI` is set to a true value (`.ci/run` sets it)."""
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+    """True when the switch `CI` is on (`.ci/run` sets it); a value that is not a switch's
+    spelling is a ValueError, not silently off."""
+    from monarch._wire._switch import switch
+
+    return switch("CI", default=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

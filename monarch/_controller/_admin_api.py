@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import telemetry
+from .._wire._switch import on_off
 from . import _admin_views as views
 from ._admin_actions import Actions, BadRequest, NotFound
 
@@ -74,7 +75,11 @@ class Params:
         return self._number(float, name, default, False)
 
     def flag(self, name: str) -> bool:
-        return str(self.values.get(name, "")).lower() in ("1", "true", "yes", "on")
+        value = self.values.get(name)
+        try:
+            return on_off(name, "" if value is None else str(value), False)
+        except ValueError as exc:
+            raise BadRequest(f"parameter {exc}") from None
 
     def _number(self, kind: type, name: str, default: Any, required: bool) -> Any:
         value = self.values.get(name)

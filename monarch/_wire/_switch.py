@@ -1,7 +1,8 @@
 """Settings read from the environment: on/off switches (`MONARCH_LANES`,
 `MONARCH_TELEMETRY`, `MONARCH_HISTORY`, `MONARCH_ADMIN`) and numbers (`MONARCH_TELEMETRY_MB`,
 `MONARCH_HISTORY_MB`, `MONARCH_STALL_S`, ...): one reading of each kind for all of them, and a
-value that does not read is a ValueError naming the setting, never a silent default.
+value that does not read is a ValueError naming the setting, never a silent default. `on_off`
+is the reading of a switch's text wherever it comes from (the admin API's flags too).
 
 In the wire layer because the lanes read theirs there, and the wire imports nothing above it.
 """
@@ -21,14 +22,24 @@ def switch(name: str, default: bool = True) -> bool:
     Raises:
         ValueError: any other value (a typo must not silently mean on).
     """
-    value = os.environ.get(name, "").strip().lower()
+    return on_off(name, os.environ.get(name, ""), default)
+
+
+def on_off(name: str, text: str, default: bool) -> bool:
+    """`text` read as the value of switch `name` (an environment variable, a request's
+    parameter): empty -> `default`; the spellings of `switch` otherwise.
+
+    Raises:
+        ValueError: any other value.
+    """
+    value = text.strip().lower()
     if not value:
         return default
     if value in ON:
         return True
     if value in OFF:
         return False
-    raise ValueError(f"{name}={os.environ[name]!r}: expected one of {'/'.join(ON)} (on) or "
+    raise ValueError(f"{name}={text!r}: expected one of {'/'.join(ON)} (on) or "
                      f"{'/'.join(OFF)} (off)")
 
 
