@@ -1,19 +1,30 @@
 """Lanes (`monarch._wire._lane`): same-host links that bypass zmq, read by the loop itself.
 
-Order, big frames, a peer that is not listening yet, a peer without lanes, a wrong secret,
-garbage on the stream, back-pressure and a dead peer, closing with messages still queued."""
+In process (an Inbox and an Outbox of this test): order, big frames, a peer that is not
+listening yet, a peer without lanes, a wrong secret, garbage on the stream, back-pressure and a
+dead peer, closing with messages still queued.
+
+In a real job (on by default, off with `MONARCH_LANES=0`): the controller and its procs talk over
+lanes, in order, big messages whole, and a process that receives garbage on its lane keeps
+serving. That job runs in a script of its own: the pytest process's runtime was made with lanes
+as the environment had them when it started."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
+import subprocess
+import sys
+import textwrap
 import threading
-import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import zmq
-from waiting import wait_until
+from waiting import Description, wait_until
 
 from monarch._wire import _lane, _transport
 from monarch._wire._messages import Call, Notice, encode
@@ -39,47 +50,60 @@ def pump_until(inbox: Inbox, count: int, outbox: Outbox | None = None,
     """Reads the inbox (zmq and lanes, as the runtime's loop does) until `count` messages came
     (one poll at least); flushes `outbox` meanwhile. Returns [(msg, frames)]."""
     got: list = []
-    deadline = time.monotonic() + timeout
-    first = True
-    while first or len(got) < count:
-        first = False
-        assert time.monotonic() < deadline, f"{len(got)} of {count} messages came"
-        if outbox is not None:
-            outbox.flush()
-        poller = zmq.Poller()
-        sock, zap, monitor = inbox.poll_sockets()
-        for s in (sock, zap, monitor):
-            poller.register(s, zmq.POLLIN)
-        lane = inbox.lane
-        if lane is not None:
-            poller.register(lane.sock.fileno(), zmq.POLLIN)
-            for fd in lane.conns:
-                poller.register(fd, zmq.POLLIN)
-        for target, _ in poller.poll(10):
-            if target is zap:
-                inbox.service_zap()
-            elif target is monitor:
-                inbox.service_monitor()
-            elif target is sock:
-                while (item := inbox.recv_nowait()) is not None:
-                    got.append(item)
-            elif lane is not None and target == lane.sock.fileno():
-                lane.accept()
-            elif lane is not None and target in lane.conns:
-                conn = lane.conns[target]
-                out: list = []
-                alive = conn.read(out)
-                for parts in out:
-                    item = inbox.lane_message(parts)
-                    if item is not None:
-                        got.append(item)
-                if not alive:
-                    if conn.denied:
-                        inbox.stats.denied_peers += 1
-                    elif conn.broken:
-                        inbox.stats.bad_frames += 1
-                    lane.drop(conn)
+    pump_while(inbox, got, lambda: len(got) < count,
+               lambda: f"{count} messages ({len(got)} came)", outbox, timeout)
     return got
+
+
+def pump_while(inbox: Inbox, got: list, going: Callable[[], bool], what: Description,
+               outbox: Outbox | None = None, timeout: float = 20.0) -> None:
+    """Reads the inbox into `got` (one poll at least) until `going()` is false."""
+    def done() -> bool:
+        pump_once(inbox, got, outbox)
+        return not going()
+
+    wait_until(done, what, timeout, interval=0)  # each poll waits up to 10 ms
+
+
+def pump_once(inbox: Inbox, got: list, outbox: Outbox | None) -> None:
+    if outbox is not None:
+        outbox.flush()
+    poller = zmq.Poller()
+    sock, zap, monitor = inbox.poll_sockets()
+    for s in (sock, zap, monitor):
+        poller.register(s, zmq.POLLIN)
+    lane = inbox.lane
+    if lane is not None:
+        poller.register(lane.sock.fileno(), zmq.POLLIN)
+        for fd in lane.conns:
+            poller.register(fd, zmq.POLLIN)
+    for target, _ in poller.poll(10):
+        if target is zap:
+            inbox.service_zap()
+        elif target is monitor:
+            inbox.service_monitor()
+        elif target is sock:
+            while (item := inbox.recv_nowait()) is not None:
+                got.append(item)
+        elif lane is not None and target == lane.sock.fileno():
+            lane.accept()
+        elif lane is not None and target in lane.conns:
+            read_lane(inbox, lane, lane.conns[target], got)
+
+
+def read_lane(inbox: Inbox, lane: Any, conn: Any, got: list) -> None:
+    out: list = []
+    alive = conn.read(out)
+    for parts in out:
+        item = inbox.lane_message(parts)
+        if item is not None:
+            got.append(item)
+    if not alive:
+        if conn.denied:
+            inbox.stats.denied_peers += 1
+        elif conn.broken:
+            inbox.stats.bad_frames += 1
+        lane.drop(conn)
 
 
 def kinds(outbox: Outbox, address: str) -> str:
@@ -182,10 +206,8 @@ def test_a_wrong_secret_is_refused_and_counted(ctx, lanes, tmp_path):
     try:
         outbox.send(inbox.address, Notice("good", 1))
         got = pump_until(inbox, 1, outbox)
-        deadline = time.monotonic() + 20
-        while inbox.stats.denied_peers == 0:
-            assert time.monotonic() < deadline, "the wrong secret was not refused"
-            got += pump_until(inbox, 0)
+        pump_while(inbox, got, lambda: inbox.stats.denied_peers == 0,
+                   "the wrong secret to be refused")
         assert [m.topic for m, _ in got] == ["good"]
         intruder.settimeout(20)
         assert intruder.recv(16) == b""  # refused: the listener closed it
@@ -215,8 +237,7 @@ def test_garbage_on_a_lane_drops_that_connection_only(ctx, lanes, tmp_path, garb
         expected = [] if garbage.startswith(b"GET") else ["before"]
         got = pump_until(inbox, len(expected))
         refused = lambda: inbox.stats.bad_frames + inbox.stats.denied_peers  # noqa: E731
-        while not refused():
-            got += pump_until(inbox, 0)
+        pump_while(inbox, got, lambda: not refused(), "the garbage to be refused")
         assert refused() == 1
         peer.settimeout(20)
         assert peer.recv(16) == b""  # the listener closed it
@@ -462,3 +483,139 @@ def test_a_lanes_switch_neither_on_nor_off_is_refused(monkeypatch, flag):
     with pytest.raises(ValueError, match=f"MONARCH_LANES='{flag}': expected one of "
                                          "1/true/on/yes \\(on\\) or 0/false/off/no \\(off\\)"):
         _lane.enabled()
+
+
+# -- in a real job -------------------------------------------------------------------------
+
+SCRIPT = textwrap.dedent('''
+    import json, os, socket, struct
+
+    from monarch._runtime import _process_runtime as _process
+    from monarch.actor import Actor, current_rank, endpoint, this_host
+
+
+    def lanes_of(runtime):
+        """(links that are lanes, links that are zmq, accepted lane connections)"""
+        links = list(runtime.outbox._links.values())
+        listener = runtime.inbox.lane
+        return (sum(link.lane is not None for link in links),
+                sum(link.sock is not None for link in links),
+                len(listener.conns) if listener is not None else -1)
+
+
+    class Peer(Actor):
+        def __init__(self):
+            self.seen = []
+
+        @endpoint
+        def echo(self, x):
+            return x
+
+        @endpoint
+        def note(self, i):
+            self.seen.append(i)
+
+        @endpoint
+        def notes(self):
+            return self.seen
+
+        @endpoint
+        def lanes(self):
+            return lanes_of(_process.current())
+
+        @endpoint
+        def stats(self):
+            s = _process.current().inbox.stats
+            return s.received, s.denied_peers, s.bad_frames
+
+        @endpoint
+        def lane_path(self):
+            return _process.current().inbox.lane.path
+
+        @endpoint
+        def relay(self, big):
+            """Peer to peer: rank 0 sends to rank 1 and gets it back."""
+            other = self.peers.slice(gpus=1)
+            return other.echo.call_one(big).get()
+
+        @endpoint
+        def know(self, peers):
+            self.peers = peers
+
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    mesh = procs.spawn("peers", Peer)
+    one = mesh.slice(gpus=0)
+    out = {}
+    big = os.urandom(9 << 20)
+    out["echo_big"] = one.echo.call_one(big).get(timeout=60) == big
+    for i in range(300):
+        one.note.broadcast(i)
+    out["in_order"] = one.notes.call_one().get(timeout=60) == list(range(300))
+    out["broadcast"] = sorted(mesh.echo.call(7).get(timeout=60).values())
+    mesh.know.call(mesh).get(timeout=60)
+    out["relay_big"] = one.relay.call_one(big).get(timeout=60) == big
+    out["controller"] = lanes_of(_process.current())
+    out["procs"] = sorted(mesh.lanes.call().get(timeout=60).values())
+
+    # garbage and a wrong secret on rank 1's lane: refused, counted, it keeps serving
+    path = mesh.slice(gpus=1).lane_path.call_one().get(timeout=60)
+    for payload in (b"garbage that is no lane client", b"MONARCH-LANE-1\\0\\0" +
+                    struct.pack("<I", 32) + os.urandom(32)):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.sendall(payload)
+        s.settimeout(60)
+        assert s.recv(16) == b"", "the lane kept a connection it should have refused"
+        s.close()
+    out["after_garbage"] = mesh.slice(gpus=1).echo.call_one(5).get(timeout=60)
+    out["stats"] = mesh.slice(gpus=1).stats.call_one().get(timeout=60)
+    procs.stop().get(timeout=60)
+    print(json.dumps(out))
+''')
+
+
+@pytest.mark.timeout(180)
+def test_a_job_with_lanes_talks_over_them(tmp_path):
+    script = tmp_path / "lanes_job.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "MONARCH_LANES"}  # the default: on
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=150, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["echo_big"] and out["in_order"] and out["relay_big"]
+    assert out["broadcast"] == [7, 7]
+    lanes, zmq_links, accepted = out["controller"]
+    assert lanes >= 2 and zmq_links == 0  # to both procs (and itself), none by zmq
+    assert accepted >= 2  # both procs answer over lanes
+    for proc_lanes, proc_zmq, proc_accepted in out["procs"]:
+        assert proc_lanes >= 1 and proc_zmq == 0 and proc_accepted >= 1
+    assert out["after_garbage"] == 5
+    received, denied, bad = out["stats"]
+    assert received > 0 and denied == 2 and bad == 0
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("flag", ["0", "off"])
+def test_lanes_are_off_when_asked(tmp_path, flag):
+    script = tmp_path / "no_lanes_job.py"
+    script.write_text(textwrap.dedent('''
+        from monarch._runtime import _process_runtime as _process
+        from monarch.actor import Actor, endpoint, this_host
+
+        class P(Actor):
+            @endpoint
+            def lane(self):
+                return _process.current().inbox.lane is not None
+
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        print(procs.spawn("p", P).lane.call_one().get(timeout=60),
+              _process.current().inbox.lane is not None)
+        procs.stop().get(timeout=60)
+    '''))
+    env = {**os.environ, "MONARCH_LANES": flag}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=150, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]  # the proc's inbox, the controller's

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import zmq
+from waiting import wait_until
 
 from monarch._wire import _transport
 from monarch._wire._messages import Notice
@@ -17,14 +19,19 @@ from monarch._wire._transport import Inbox, Outbox, PeerGone
 pytestmark = pytest.mark.timeout(60)
 
 
-def pump(inbox: Inbox, seconds: float) -> list:
+def pump_until(inbox: Inbox, enough: Callable[[list], Any], what: str,
+               outbox: Outbox | None = None, timeout: float = 20.0) -> list:
+    """Reads the inbox (flushing `outbox` meanwhile) until `enough(got)` holds; returns the
+    messages that came."""
     sock, zap, monitor = inbox.poll_sockets()
     poller = zmq.Poller()
     for s in (sock, zap, monitor):
         poller.register(s, zmq.POLLIN)
-    got = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    got: list = []
+
+    def done() -> Any:
+        if outbox is not None:
+            outbox.flush()
         for s, _ in poller.poll(20):
             if s is zap:
                 inbox.service_zap()
@@ -33,12 +40,16 @@ def pump(inbox: Inbox, seconds: float) -> list:
             else:
                 while (item := inbox.recv_nowait()) is not None:
                     got.append(item[0])
+        return enough(got)
+
+    wait_until(done, lambda: f"{what} (came: {[m.topic for m in got][:20]})", timeout,
+               interval=0)
     return got
 
 
 @pytest.fixture(autouse=True)
 def zmq_links_only(monkeypatch):
-    """These tests are of the zmq links; lanes have their own (test_lane.py)."""
+    """These tests are of the zmq links; lanes have their own (tests/test_lane.py)."""
     monkeypatch.setenv("MONARCH_LANES", "0")
 
 
@@ -58,9 +69,10 @@ def test_curve_off_loopback(ctx, monkeypatch):
     try:
         good.send(inbox.address, Notice("hello", 1))
         bad.send(inbox.address, Notice("evil", 2), block=False)
-        got = pump(inbox, 1.0)
+        stats = inbox.stats
+        got = pump_until(inbox, lambda got: got and stats.denied_peers + stats.failed_handshakes,
+                         "the good message in and the bad peer refused")
         assert [m.topic for m in got] == ["hello"]
-        assert inbox.stats.denied_peers + inbox.stats.failed_handshakes >= 1
     finally:
         good.close(0)
         bad.close(0)
@@ -95,8 +107,7 @@ def test_back_pressure_then_dead_peer_raises_instead_of_hanging(ctx, monkeypatch
     thread.start()
     assert blocked.wait(timeout=30)  # the sender waits at the high-water mark...
     assert thread.is_alive() and sent < 1000  # ...instead of dropping
-    received = len(pump(inbox, 0.3))
-    assert received > 0
+    pump_until(inbox, len, "a message of the flood")
     dead.add(inbox.address)  # the peer dies while the sender waits
     thread.join(timeout=10)
     assert not thread.is_alive() and isinstance(result[0], PeerGone)
@@ -112,11 +123,7 @@ def test_io_loop_sends_never_block_they_queue(ctx, monkeypatch, tmp_path):
     for i in range(200):
         outbox.send(inbox.address, Notice("y", i), block=False)
     assert outbox.backlogged == {inbox.address}
-    got = []
-    deadline = time.monotonic() + 10
-    while len(got) < 200 and time.monotonic() < deadline:
-        outbox.flush()
-        got += pump(inbox, 0.05)
+    got = pump_until(inbox, lambda got: len(got) >= 200, "the 200 queued messages", outbox)
     assert [m.body for m in got] == list(range(200)) and not outbox.backlogged
     outbox.close(0)
     inbox.close()
