@@ -20,27 +20,20 @@ from monarch.telemetry import (
 )
 from monarch.telemetry._otel import bridge
 
-
-def drain(recorder: Recorder) -> list:
-    """Drains everything the recorder holds; asserts there was something."""
-    wire = recorder.drain(10**6)
-    assert wire is not None
-    return wire
-
 PARENT = (b"\x11" * 16, b"\x22" * 8)
 
 
-def spans_of(recorder: Recorder) -> dict[str, SpanRecord]:
-    return {s.name: s for s in decode_batch(drain(recorder)).spans}
+def spans_of(wire: list) -> dict[str, SpanRecord]:
+    return {s.name: s for s in decode_batch(wire).spans}
 
 
-def test_user_span_is_child_of_invocation_and_parent_of_calls(recorder: Recorder) -> None:
+def test_user_span_is_child_of_invocation_and_parent_of_calls(recorder: Recorder, drain) -> None:
     invocation = start_span("Trainer.step", PARENT)
     with span("load") as otel_span:
         otel_span.set_attribute("batch", 3)
         inside = current_trace_context()
     invocation.end()
-    got = spans_of(recorder)
+    got = spans_of(drain(recorder))
     load = got["load"]
     assert load.trace_id == PARENT[0]
     assert load.parent_span_id == got["Trainer.step"].span_id
@@ -48,7 +41,7 @@ def test_user_span_is_child_of_invocation_and_parent_of_calls(recorder: Recorder
     assert load.attributes["batch"] == 3
 
 
-def test_nested_user_spans_and_traced_functions(recorder: Recorder) -> None:
+def test_nested_user_spans_and_traced_functions(recorder: Recorder, drain) -> None:
     @traced
     def compute() -> tuple[bytes, bytes] | None:
         return current_trace_context()
@@ -60,14 +53,14 @@ def test_nested_user_spans_and_traced_functions(recorder: Recorder) -> None:
     with start_span("handler"), span("outer"):
         inner_ctx = compute()
         assert named() == 7
-    got = spans_of(recorder)
+    got = spans_of(drain(recorder))
     assert got["compute"].parent_span_id == got["outer"].span_id
     assert got["custom"].parent_span_id == got["outer"].span_id
     assert got["outer"].parent_span_id == got["handler"].span_id
     assert inner_ctx == (got["compute"].trace_id, got["compute"].span_id)
 
 
-def test_traced_async_function(recorder: Recorder) -> None:
+def test_traced_async_function(recorder: Recorder, drain) -> None:
     @traced
     async def fetch() -> str:
         await asyncio.sleep(0)
@@ -78,37 +71,37 @@ def test_traced_async_function(recorder: Recorder) -> None:
             return await fetch()
 
     assert asyncio.run(handler()) == "done"
-    got = spans_of(recorder)
+    got = spans_of(drain(recorder))
     assert got["fetch"].parent_span_id == got["handler"].span_id
 
 
-def test_span_as_decorator(recorder: Recorder) -> None:
+def test_span_as_decorator(recorder: Recorder, drain) -> None:
     @span("decorated")
     def work(x: int) -> int:
         return x + 1
 
     assert work(1) == 2 and work.__name__ == "work"
-    assert "decorated" in spans_of(recorder)
+    assert "decorated" in spans_of(drain(recorder))
 
 
-def test_exception_marks_user_span_as_error(recorder: Recorder) -> None:
+def test_exception_marks_user_span_as_error(recorder: Recorder, drain) -> None:
     with pytest.raises(ValueError), span("bad"):
         raise ValueError("nope")
-    bad = spans_of(recorder)["bad"]
+    bad = spans_of(drain(recorder))["bad"]
     assert bad.outcome == "error" and "nope" in bad.attributes["error"]
     assert current_trace_context() is None
 
 
-def test_user_span_carries_actor_tags(recorder: Recorder) -> None:
+def test_user_span_carries_actor_tags(recorder: Recorder, drain) -> None:
     token = set_actor_tags(mesh="trainer", actor_class="Trainer", rank=5)
     with span("tagged"):
         pass
     reset_actor_tags(token)
-    attrs = spans_of(recorder)["tagged"].attributes
+    attrs = spans_of(drain(recorder))["tagged"].attributes
     assert (attrs["mesh"], attrs["rank"], attrs["actor_class"]) == ("trainer", 5, "Trainer")
 
 
-def test_raw_opentelemetry_spans_join_the_invocation_trace(recorder: Recorder) -> None:
+def test_raw_opentelemetry_spans_join_the_invocation_trace(recorder: Recorder, drain) -> None:
     from opentelemetry import trace
 
     install_otel()
@@ -118,19 +111,19 @@ def test_raw_opentelemetry_spans_join_the_invocation_trace(recorder: Recorder) -
         raw_ctx = current_trace_context()
         with span("mine"):
             pass
-    got = spans_of(recorder)
+    got = spans_of(drain(recorder))
     assert got["raw"].parent_span_id == got["handler"].span_id
     assert got["mine"].parent_span_id == got["raw"].span_id
     assert raw_ctx == (got["raw"].trace_id, got["raw"].span_id)
 
 
-def test_user_span_outside_any_invocation_starts_a_trace(recorder: Recorder) -> None:
+def test_user_span_outside_any_invocation_starts_a_trace(recorder: Recorder, drain) -> None:
     with span("root"):
         pass
-    assert spans_of(recorder)["root"].parent_span_id is None
+    assert spans_of(drain(recorder))["root"].parent_span_id is None
 
 
-def test_meter_instruments_become_metric_points(recorder: Recorder) -> None:
+def test_meter_instruments_become_metric_points(recorder: Recorder, drain) -> None:
     meter = get_meter()
     meter.create_counter("tokens").add(5, {"split": "train"})
     meter.create_histogram("loss").record(0.5)

@@ -18,13 +18,6 @@ from monarch.telemetry._actors import message_group
 from monarch.telemetry._capture import StreamTee
 
 
-def drain(recorder: Recorder) -> list:
-    """Drains everything the recorder holds; asserts there was something."""
-    wire = recorder.drain(10**6)
-    assert wire is not None
-    return wire
-
-
 def test_drain_of_an_idle_recorder_is_none(recorder: Recorder) -> None:
     assert recorder.drain() is None
 
@@ -42,7 +35,7 @@ def test_full_buffer_drops_new_records_and_counts_them() -> None:
     assert dropped and dropped[0][2] == {"kind": "span"} and dropped[0][3] == 3
 
 
-def test_batch_wire_format(recorder: Recorder) -> None:
+def test_batch_wire_format(recorder: Recorder, drain) -> None:
     span = start_span("Trainer.step", attributes={"mesh": "trainer", "rank": 1})
     span.end()
     record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
@@ -61,7 +54,7 @@ def test_batch_wire_format(recorder: Recorder) -> None:
     assert {"transfer_bytes", "transfers"} <= names
 
 
-def test_drained_bytes_decode_to_records(recorder: Recorder) -> None:
+def test_drained_bytes_decode_to_records(recorder: Recorder, drain) -> None:
     start_span("a").end()
     batch = decode_batch(encode_batch(drain(recorder)))
     assert [s.name for s in batch.spans] == ["a"]
@@ -79,7 +72,7 @@ def test_drain_takes_at_most_max_items_per_kind(recorder: Recorder) -> None:
     assert [s[3] for s in second[2]] == ["3", "4"]
 
 
-def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder) -> None:
+def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder, drain) -> None:
     """Spans wait for the bulk shipment; a log line, a transfer, a failure or a backlog of
     spans makes the recorder due at once, and a drain clears it."""
     for i in range(3):
@@ -107,7 +100,7 @@ def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder) ->
     assert not recorder.due(backlog=4)
 
 
-def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder) -> None:
+def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder, drain) -> None:
     sink = _Sink()
     tee = StreamTee(sink, "stdout", recorder)
     token = set_actor_tags(mesh="trainer", actor_class="Trainer", rank=2)

@@ -31,12 +31,6 @@ from monarch.telemetry._metrics import LATENCY_BOUNDS, MetricsTable
 PARENT = (b"\x01" * 16, b"\x02" * 8)
 
 
-def drain(recorder: Recorder) -> list:
-    wire = recorder.drain(10**6)
-    assert wire is not None
-    return wire
-
-
 def metrics_of(wire: list) -> dict[tuple, MetricPoint]:
     points = [MetricPoint.from_wire(m) for m in wire[4]]
     return {(p.name, tuple(sorted(p.labels.items()))): p for p in points}
@@ -48,7 +42,7 @@ def invoke(rank: int = 0, method: str = "step", nbytes: int = 100, outcome: str 
     end_invocation(begin_invocation(site, parent, nbytes), outcome)
 
 
-def test_invocation_span_carries_what_the_mission_asks(recorder: Recorder) -> None:
+def test_invocation_span_carries_what_the_mission_asks(recorder: Recorder, drain) -> None:
     invoke(rank=3, nbytes=42, outcome="error")
     (span,) = decode_batch(drain(recorder)).spans
     assert (span.trace_id, span.parent_span_id) == PARENT
@@ -67,7 +61,7 @@ def test_invocation_is_the_current_context_until_it_ends() -> None:
 
 
 def test_invocation_without_parent_joins_the_current_context_or_starts_a_trace(
-        recorder: Recorder) -> None:
+        recorder: Recorder, drain) -> None:
     outer = begin_invocation(invocation_site("m", "C", 0, "outer"), None, 0)
     invoke(method="inner", parent=None)
     end_invocation(outer)
@@ -77,7 +71,7 @@ def test_invocation_without_parent_joins_the_current_context_or_starts_a_trace(
     assert spans["trainer.inner"].parent_span_id == spans["m.outer"].span_id
 
 
-def test_invocations_feed_the_metrics_when_drained(recorder: Recorder) -> None:
+def test_invocations_feed_the_metrics_when_drained(recorder: Recorder, drain) -> None:
     for rank in (0, 1):
         for _ in range(3):
             invoke(rank=rank, nbytes=10)
@@ -102,7 +96,7 @@ def test_add_invocations_buckets_like_observe() -> None:
     assert abs(a.value - b.value) < 1e-9
 
 
-def test_full_buffer_drops_the_span_but_still_counts_the_invocation() -> None:
+def test_full_buffer_drops_the_span_but_still_counts_the_invocation(drain) -> None:
     small = Recorder(max_spans=2)
     previous = set_process_recorder(small)
     try:
@@ -118,7 +112,7 @@ def test_full_buffer_drops_the_span_but_still_counts_the_invocation() -> None:
     assert got[("message_bytes", (("direction", "received"),))].value == 5
 
 
-def test_call_span_is_not_current_and_ends_once_on_any_thread(recorder: Recorder) -> None:
+def test_call_span_is_not_current_and_ends_once_on_any_thread(recorder: Recorder, drain) -> None:
     call = start_site_span(call_site("trainer", "step", "call"))
     assert current_trace_context() is None
     ender = threading.Thread(target=call.end, args=("error",))
@@ -131,7 +125,7 @@ def test_call_span_is_not_current_and_ends_once_on_any_thread(recorder: Recorder
     assert span.attributes == {"mesh": "trainer", "method": "step", "adverb": "call"}
 
 
-def test_begin_call_is_a_site_span_without_the_object(recorder: Recorder) -> None:
+def test_begin_call_is_a_site_span_without_the_object(recorder: Recorder, drain) -> None:
     """The runtime's call span: not current, parented by the current context (a call made
     inside a handler joins its trace), recorded like `start_site_span`'s."""
     root = begin_call("trainer", "step", "call_one")
@@ -151,7 +145,7 @@ def test_begin_call_is_a_site_span_without_the_object(recorder: Recorder) -> Non
     assert (spans[1].trace_id, spans[1].span_id) == root[1:3]
 
 
-def test_one_call_is_one_trace_in_the_store(recorder: Recorder) -> None:
+def test_one_call_is_one_trace_in_the_store(recorder: Recorder, drain) -> None:
     call = start_site_span(call_site("trainer", "step", "call"))
     for rank in range(4):
         end_invocation(begin_invocation(invocation_site("trainer", "Trainer", rank, "step"),
@@ -166,7 +160,8 @@ def test_one_call_is_one_trace_in_the_store(recorder: Recorder) -> None:
     assert all(isinstance(s, SpanRecord) for s in trace)
 
 
-def test_user_spans_and_site_spans_of_one_trace_come_back_together(recorder: Recorder) -> None:
+def test_user_spans_and_site_spans_of_one_trace_come_back_together(recorder: Recorder,
+                                                                    drain) -> None:
     invocation = begin_invocation(invocation_site("trainer", "Trainer", 0, "step"), PARENT, 0)
     start_span("user work").end()
     end_invocation(invocation)
@@ -178,7 +173,7 @@ def test_user_spans_and_site_spans_of_one_trace_come_back_together(recorder: Rec
     assert [s.name for s in store.spans(limit=1)] == ["trainer.step"]  # records, then site spans
 
 
-def test_store_filters_site_spans_by_mesh_and_name(recorder: Recorder) -> None:
+def test_store_filters_site_spans_by_mesh_and_name(recorder: Recorder, drain) -> None:
     invoke(method="a")
     end_invocation(begin_invocation(invocation_site("gen", "Gen", 0, "b"), PARENT, 1))
     store = Store()
@@ -188,7 +183,7 @@ def test_store_filters_site_spans_by_mesh_and_name(recorder: Recorder) -> None:
     assert [s.name for s in store.spans(limit=1)] == ["gen.b"]
 
 
-def test_a_wire_list_ingested_twice_is_read_twice(recorder: Recorder) -> None:
+def test_a_wire_list_ingested_twice_is_read_twice(recorder: Recorder, drain) -> None:
     invoke()
     wire = drain(recorder)
     first, second = Store(), Store()
@@ -197,7 +192,7 @@ def test_a_wire_list_ingested_twice_is_read_twice(recorder: Recorder) -> None:
     assert second.statistics().invalid == 0
 
 
-def test_malformed_site_span_columns_keep_the_readable_rows(recorder: Recorder) -> None:
+def test_malformed_site_span_columns_keep_the_readable_rows(recorder: Recorder, drain) -> None:
     for _ in range(4):
         invoke()
     wire = drain(recorder)
@@ -214,7 +209,7 @@ def test_malformed_site_span_columns_keep_the_readable_rows(recorder: Recorder) 
     assert decode_batch(wire).invalid == 3
 
 
-def test_site_span_columns_that_are_not_columns_are_counted(recorder: Recorder) -> None:
+def test_site_span_columns_that_are_not_columns_are_counted(recorder: Recorder, drain) -> None:
     invoke()
     wire = drain(recorder)
     for garbage in (42, ["short"], [[True], b"", b"", b"", [], [], [], [], []]):
@@ -224,7 +219,7 @@ def test_site_span_columns_that_are_not_columns_are_counted(recorder: Recorder) 
         assert store.statistics().invalid >= 1 and store.spans() == []
 
 
-def test_site_span_subscribers_get_records(recorder: Recorder) -> None:
+def test_site_span_subscribers_get_records(recorder: Recorder, drain) -> None:
     store = Store()
     sub = store.subscribe(["span"])
     invoke()
@@ -233,7 +228,7 @@ def test_site_span_subscribers_get_records(recorder: Recorder) -> None:
     assert isinstance(record, SpanRecord) and record.name == "trainer.step"
 
 
-def test_eviction_across_batches_keeps_the_newest(recorder: Recorder) -> None:
+def test_eviction_across_batches_keeps_the_newest(recorder: Recorder, drain) -> None:
     store = Store(max_spans=5)
     parents = []
     for batch in range(3):
@@ -262,7 +257,7 @@ def test_pending_spans_are_left_alone_by_the_garbage_collector(recorder: Recorde
     assert not any(gc.is_tracked(item) for item in recorder._site_spans)
 
 
-def test_spans_table_of_many_batches_matches_their_records(recorder: Recorder) -> None:
+def test_spans_table_of_many_batches_matches_their_records(recorder: Recorder, drain) -> None:
     """The Parquet history's spans table, built from several batches at once (each batch with
     its own sites and outcomes, a user span's batch between them, the oldest chunk partly
     evicted), holds exactly the spans' records, row for row."""

@@ -12,22 +12,15 @@ from monarch.telemetry import (
 )
 
 
-def drain(recorder: Recorder) -> list:
-    """Drains everything the recorder holds; asserts there was something."""
-    wire = recorder.drain(10**6)
-    assert wire is not None
-    return wire
+def spans_of(wire: list) -> dict[str, SpanRecord]:
+    return {s.name: s for s in decode_batch(wire).spans}
 
 
-def spans_of(recorder: Recorder) -> dict[str, SpanRecord]:
-    return {s.name: s for s in decode_batch(drain(recorder)).spans}
-
-
-def test_span_with_envelope_parent_joins_that_trace(recorder: Recorder) -> None:
+def test_span_with_envelope_parent_joins_that_trace(recorder: Recorder, drain) -> None:
     parent = (b"\x01" * 16, b"\x02" * 8)
     handle = start_span("Trainer.step", parent, {"mesh": "trainer", "rank": 0})
     handle.end("ok", {"bytes_out": 12})
-    span = spans_of(recorder)["Trainer.step"]
+    span = spans_of(drain(recorder))["Trainer.step"]
     assert (span.trace_id, span.parent_span_id) == parent
     assert span.attributes == {"mesh": "trainer", "rank": 0, "bytes_out": 12}
     assert span.outcome == "ok" and span.end_ns >= span.start_ns
@@ -55,12 +48,12 @@ def test_inactive_span_does_not_become_the_parent_of_later_calls(recorder: Recor
     second.end()
 
 
-def test_span_ended_on_another_thread_is_recorded(recorder: Recorder) -> None:
+def test_span_ended_on_another_thread_is_recorded(recorder: Recorder, drain) -> None:
     call = start_span("call", activate=False)
     ender = threading.Thread(target=call.end, args=("error",))
     ender.start()
     ender.join()
-    assert spans_of(recorder)["call"].outcome == "error"
+    assert spans_of(drain(recorder))["call"].outcome == "error"
 
 
 def test_active_span_ended_elsewhere_stays_current_where_it_started() -> None:
@@ -71,20 +64,20 @@ def test_active_span_ended_elsewhere_stays_current_where_it_started() -> None:
     assert current_trace_context() == handle.context  # why call spans pass activate=False
 
 
-def test_end_twice_records_once(recorder: Recorder) -> None:
+def test_end_twice_records_once(recorder: Recorder, drain) -> None:
     handle = start_span("once")
     handle.end()
     handle.end("error")
     assert len(decode_batch(drain(recorder)).spans) == 1
 
 
-def test_context_manager_marks_escaping_exception_as_error(recorder: Recorder) -> None:
+def test_context_manager_marks_escaping_exception_as_error(recorder: Recorder, drain) -> None:
     try:
         with start_span("fails"):
             raise RuntimeError("x")
     except RuntimeError:
         pass
-    assert spans_of(recorder)["fails"].outcome == "error"
+    assert spans_of(drain(recorder))["fails"].outcome == "error"
 
 
 def test_ids_are_random_and_well_formed() -> None:
