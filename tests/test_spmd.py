@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from importing import what_importing_does
 
 from monarch._geometry._extent import Extent, Point
 from monarch._mesh._spmd import Ranks
@@ -249,17 +249,6 @@ def test_public_names_as_in_monarch_0_7_0():
 
 
 def test_importing_spmd_starts_nothing():
-    code = ("import json, socket, sys, threading\n"
-            "opened = []\n"
-            "real = socket.socket.__init__\n"
-            "def spy(self, *a, **k):\n"
-            "    opened.append(a)\n"
-            "    real(self, *a, **k)\n"
-            "socket.socket.__init__ = spy\n"
-            "before = threading.active_count()\n"
-            "import monarch.spmd, monarch.tools.network\n"
-            "print(json.dumps([threading.active_count() - before, len(opened),\n"
-            "                  'torch' in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True)
-    assert json.loads(out.stdout) == [0, 0, False]
+    done = what_importing_does("monarch.spmd", "monarch.tools.network")
+    assert (done.threads, done.sockets, done.environment) == ([], [], [])
+    assert "torch" not in done.loaded

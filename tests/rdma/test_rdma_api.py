@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 import torch
+from importing import what_importing_does
 from rdma_kinds import content, digest, make, raw
 
 import monarch.rdma
@@ -32,21 +30,9 @@ def test_public_names_are_frozen():
 
 
 def test_importing_starts_nothing():
-    code = (
-        "import threading, socket, json, sys\n"
-        "opened = []\n"
-        "real = socket.socket.__init__\n"
-        "def spy(self, *a, **k):\n"
-        "    opened.append(a)\n"
-        "    real(self, *a, **k)\n"
-        "socket.socket.__init__ = spy\n"
-        "before = threading.active_count()\n"
-        "import monarch.rdma\n"
-        "print(json.dumps({'threads': threading.active_count() - before,"
-        " 'sockets': len(opened), 'torch': 'torch' in sys.modules}))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True)
-    assert json.loads(out.stdout) == {"threads": 0, "sockets": 0, "torch": False}
+    done = what_importing_does("monarch.rdma")
+    assert (done.threads, done.sockets, done.environment) == ([], [], [])
+    assert "torch" not in done.loaded
 
 
 class AsyncReader(Actor):

@@ -4,48 +4,25 @@ imports nothing of monarch. Also pins the public API."""
 from __future__ import annotations
 
 import ast
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+
+from importing import what_importing_does
 
 from monarch import telemetry
 
 PACKAGE = Path(telemetry.__file__).parent
 
-SPY = r"""
-import os, socket, sys, threading, pkgutil, importlib
-import monarch  # the parent package is not ours to police here
-seen = []
-environ_type = type(os.environ)
-for name in ("__getitem__", "get", "__contains__", "__iter__", "keys", "items", "copy"):
-    original = getattr(environ_type, name)
-    def spy(self, *args, _name=name, _original=original):
-        seen.append(("environ." + _name, args[:1]))
-        return _original(self, *args)
-    setattr(environ_type, name, spy)
-_getenv = os.getenv
-os.getenv = lambda *a: (seen.append(("getenv", a[:1])), _getenv(*a))[1]
-_start = threading.Thread.start
-threading.Thread.start = lambda self: (seen.append(("thread", self.name)), _start(self))[1]
-_socket_init = socket.socket.__init__
-def socket_spy(self, *a, **k):
-    seen.append(("socket", a))
-    _socket_init(self, *a, **k)
-socket.socket.__init__ = socket_spy
-import monarch.telemetry as t
-for info in pkgutil.iter_modules(t.__path__):
-    importlib.import_module("monarch.telemetry." + info.name)
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in
-               ("opentelemetry", "msgpack", "prometheus_client", "google"))
-print(repr((seen, heavy)))
-"""
-
 
 def test_import_reads_no_environment_and_starts_nothing() -> None:
-    out = subprocess.run([sys.executable, "-c", SPY], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    seen, heavy = eval(out)  # our own repr() output
-    assert seen == [] and heavy == []
+    every = ["monarch.telemetry"] + [f"monarch.telemetry.{info.name}"
+                                     for info in pkgutil.iter_modules(telemetry.__path__)]
+    done = what_importing_does(*every, first=["monarch"])  # the parent package is not ours
+    assert (done.threads, done.sockets, done.environment) == ([], [], [])
+    heavy = {"opentelemetry", "msgpack", "prometheus_client", "google"}
+    assert heavy.isdisjoint(done.loaded)
 
 
 def test_no_module_imports_monarch() -> None:
