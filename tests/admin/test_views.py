@@ -142,7 +142,9 @@ def test_metrics_json_and_prometheus_text(admin, echo):
                            for m in admin.metrics()))
     text = admin.prometheus()
     assert 'monarch_messages_handled_total{mesh="echo",method="ping"}' in text
-    by_process = admin.metrics(by_process=True)
-    assert {m["source"] for m in by_process if m["name"] == "messages_handled"} >= {
-        a["proc"] for a in mesh_view(admin, "echo")["actors"]}
+    procs = {a["proc"] for a in mesh_view(admin, "echo")["actors"]}
+    # each proc ships its counters on its own schedule: wait until every one has
+    wait_until(lambda: {m["source"] for m in admin.metrics(by_process=True)
+                        if m["name"] == "messages_handled"} >= procs,
+               "every echo proc's messages_handled, by process")
     assert admin.stats()["store"]["held"]["span"] > 0
