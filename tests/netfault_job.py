@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from netlink import Link  # noqa: E402
+from waiting import pid_gone, wait_until  # noqa: E402
 
 import monarch.actor  # noqa: E402
 from monarch.actor import Actor, endpoint  # noqa: E402
-from monarch._runtime._pids import pid_alive  # noqa: E402
 
 CALLS = 40
 
@@ -80,9 +80,7 @@ def main() -> None:
             f"tcp://{link.there}:0", "--ready-file", str(ready), "--hostname", "netns-host"]),
             env=dict(os.environ, MONARCH_WORKER_SECRET=secret), stdout=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 60
-            while not ready.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(ready.exists, "the worker's ready file", 60)
             address = json.loads(ready.read_text())["address"]
             hosts = attach_to_workers(workers=[address], secret=secret.encode())
             mesh = hosts.spawn_procs(per_host={"gpus": 1}).spawn("counter", Counter)
@@ -112,10 +110,7 @@ def main() -> None:
             link.set(cut=True)
             out["long_cut_reported"] = reported.wait(timeout=SILENCE_S * 4)
             out["long_cut_reason"] = failures[-1] if failures else ""
-            deadline = time.monotonic() + SILENCE_S * 4
-            while pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            out["proc_ended_itself"] = not pid_alive(pid)
+            out["proc_ended_itself"] = pid_gone(pid, SILENCE_S * 4)
             link.set()
         finally:
             worker.kill()

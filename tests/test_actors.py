@@ -420,14 +420,14 @@ class Sleeper(Actor):
     @endpoint
     def busy_until(self, started: Port, flag: str) -> str:
         """Says it started, then blocks its thread until the file `flag` exists (60 s at most)."""
-        import time
         from pathlib import Path
 
         started.send("started")
-        deadline = time.monotonic() + 60
-        while not Path(flag).exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return "released" if Path(flag).exists() else "gave up"
+        try:
+            wait_until(Path(flag).exists, "the flag", 60, interval=0.01)
+        except AssertionError:
+            return "gave up"
+        return "released"
 
 
 def test_a_busy_sync_actor_does_not_stall_its_proc(procs, tmp_path):

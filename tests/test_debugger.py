@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from waiting import wait_until
 
 from monarch._actors._debug import format_sessions
 from monarch.actor import Actor, debug_controller, endpoint
@@ -29,25 +28,27 @@ class Paused(Actor):
 
 
 def read_until(ctrl, session_id, marker, offset=0, timeout=20.0):
-    text = ""
-    deadline = time.monotonic() + timeout
-    while marker not in text:
-        assert time.monotonic() < deadline, f"no {marker!r} in {text!r}"
-        chunk, offset, closed = ctrl.read.call_one(session_id, offset, 2.0).get(timeout=10)
-        text += chunk
-        if closed and marker not in text:
-            break
-    return text, offset
+    """Reads the session's output from `offset` until `marker` shows or the session closed;
+    (text, next offset)."""
+    read = {"text": "", "offset": offset, "closed": False}
+
+    def seen() -> bool:
+        chunk, read["offset"], read["closed"] = ctrl.read.call_one(
+            session_id, read["offset"], 2.0).get(timeout=10)
+        read["text"] += chunk
+        return marker in read["text"] or read["closed"]
+
+    wait_until(seen, lambda: f"{marker!r} in {read['text']!r}", timeout, interval=0)
+    return read["text"], read["offset"]
 
 
 def wait_sessions(ctrl, count, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
+    """Waits until the controller lists `count` sessions at least; returns them."""
+    def listed() -> list | None:
         sessions = ctrl.list.call_one().get(timeout=10)
-        if len(sessions) >= count:
-            return sessions
-        assert time.monotonic() < deadline, f"sessions: {sessions}"
-        time.sleep(0.05)
+        return sessions if len(sessions) >= count else None
+
+    return wait_until(listed, f"{count} debugger sessions", timeout)
 
 
 def test_breakpoint_session_evaluates_and_continues(procs):

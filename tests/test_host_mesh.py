@@ -7,7 +7,6 @@ import asyncio
 import os
 import pickle
 import sys
-import time
 from pathlib import Path
 from types import MappingProxyType
 
@@ -54,9 +53,7 @@ class Probe(Actor):
 def gated_bootstrap(entered: str, release: str, failure: str | None) -> None:
     """A proc mesh's bootstrap that waits (30 s at most) for the test to open the gate."""
     Path(entered).touch()
-    deadline = time.monotonic() + 30
-    while not Path(release).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)  # another process creates the file
+    wait_until(Path(release).exists, "the test to open the gate", 30, interval=0.01)
     os.environ["BOOTSTRAPPED"] = "yes"
     if failure:
         raise RuntimeError(failure)

@@ -8,11 +8,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 
 import pytest
+from waiting import wait_until
 
 from monarch._controller._exporters import start_exporters
 
@@ -42,13 +42,16 @@ def promql(port: int, query: str) -> list:
 
 
 def until(ask, good, timeout: float = 120.0) -> list:
-    """Asks again (every 0.2 s) until the answer is good or the time is up; the last answer."""
-    deadline = time.monotonic() + timeout
-    answer = ask()
-    while not good(answer) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        answer = ask()
-    return answer
+    """Asks again (every 0.2 s) until the answer is good, and returns it; fails showing the
+    last answer."""
+    last: list = [None]
+
+    def answered() -> bool:
+        last[0] = ask()
+        return bool(good(last[0]))
+
+    wait_until(answered, lambda: f"a good answer; the last was {last[0]}", timeout, 0.2)
+    return last[0]
 
 
 def test_prometheus_scrapes_the_job_and_finds_its_counters(job, procs, echo_class, tmp_path,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 from rdma_kinds import content, make, raw
+from waiting import wait_gone
 
 from monarch import _rdma
 from monarch._rdma import _proto, _server
@@ -183,24 +183,12 @@ def _run_job(mode: str, tmp_path: Path) -> tuple[str, list[int], str]:
     return job, pids, proc.stdout
 
 
-def _wait_gone(pids: list[int], timeout: float = 30) -> None:
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            assert select.select([fd], [], [], timeout)[0], f"process {pid} is still alive"
-        finally:
-            os.close(fd)
-
-
 def test_no_dev_shm_leftovers_after_a_job(tmp_path: Path) -> None:
     """A job whose ring segments are named in /dev/shm, with an owner killed mid-transfer and
     a leftover planted as a crash would leave it: nothing of it remains after the job."""
     job, pids, out = _run_job("normal", tmp_path)
     assert "owner gone" in out
-    _wait_gone(pids)
+    wait_gone(*pids)
     assert _rdma.leftovers(job) == []
     assert not [p for p in Path("/dev/shm").iterdir() if job in p.name]
 
@@ -209,5 +197,5 @@ def test_no_dev_shm_leftovers_after_a_crash(tmp_path: Path) -> None:
     """The controller is SIGKILLed in the middle of a ring transfer; its procs follow it."""
     job, pids, out = _run_job("crash", tmp_path)
     assert "transfer running" in out
-    _wait_gone(pids)
+    wait_gone(*pids)
     assert not [p for p in Path("/dev/shm").iterdir() if job in p.name]
