@@ -17,6 +17,10 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent.parent))  # tests/, for waiting
+
+from waiting import wait_until
+
 from monarch import _rdma
 from monarch._rdma import _server
 from monarch.actor import Actor, endpoint, this_host
@@ -85,10 +89,11 @@ def main(mode: str, scratch: str) -> None:
         second.slow_chunks.call_one(str(marker)).get(timeout=60)
         slow = second.buffer.call_one().get(timeout=60)
         slow.read_into(dst)  # 64 chunks, 10 ms each: killed below while it runs
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        print("transfer running" if marker.exists() else "transfer never started", flush=True)
+        try:
+            wait_until(marker.exists, "the transfer's first chunk", 60, interval=0.005)
+            print("transfer running", flush=True)
+        except AssertionError:
+            print("transfer never started", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     first.leftover.call_one(job).get(timeout=60)
     second.die_at_chunk.call_one(3).get(timeout=60)
