@@ -39,6 +39,8 @@ KEYS: tuple[Key, ...] = (
     Key("b", "break_next", "break the selected actor at its next message", "debug", "break"),
     Key("C", "continue_all", "continue every paused actor", "debug"),
     Key("p", "stack", "py-spy stack of the selected proc", "inspect", "py-spy"),
+    Key("S", "stack_groups", "every rank's stack (mesh or slice), grouped, odd ones first",
+        "inspect", "stacks"),
     Key("d", "diagnose", "diagnostics: ping every proc", "inspect", "diag"),
     Key("Q", "query", "query the telemetry with SQL (DataFusion)", "inspect", "sql"),
     Key("r", "refresh", "refresh now", "inspect"),

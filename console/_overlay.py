@@ -20,6 +20,8 @@ class Overlay(ModalScreen[None]):
 
     BINDINGS = [("escape,q", "close", "close"), ("r", "rerun", "rerun"),
                 ("j,down", "scroll(1)", "down"), ("k,up", "scroll(-1)", "up")]
+    KEYS_HINT = "r rerun · esc close"
+    """The box's subtitle."""
 
     def __init__(self, title: str, fetch: Callable[[], Any],
                  render: Callable[[Any], RenderableType]) -> None:
@@ -37,7 +39,7 @@ class Overlay(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#overlay-box").border_title = self.title_text
-        self.query_one("#overlay-box").border_subtitle = "r rerun · esc close"
+        self.query_one("#overlay-box").border_subtitle = self.KEYS_HINT
         self.action_rerun()
 
     def action_rerun(self) -> None:

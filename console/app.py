@@ -41,6 +41,7 @@ from ._search_input import SearchInput
 from ._slice_input import SliceInput
 from ._spans import SpanPane
 from ._stack import StackOverlay
+from ._stack_groups import StackGroupsScreen
 from ._throughput import ThroughputPane
 from ._tree import MeshTree
 
@@ -476,6 +477,22 @@ class MonarchTop(App[None]):
             return
         proc, pid = target.procs[0]
         self.push_screen(StackOverlay(proc, pid, lambda: self.client.stack(proc)))  # type: ignore
+
+    def action_stack_groups(self) -> None:
+        """The selected mesh's ranks (the slice's, or all ranks of the selected actor's mesh)
+        grouped by what they run now; only a live job has stacks to take."""
+        stacks = getattr(self.client, "stacks", None)  # a history client has none
+        why = self.read_only() or (None if stacks else "this console shows a history")
+        if why is not None or stacks is None:
+            self.notify(f"stacks need a live job ({why})", title="stacks", severity="warning")
+            return
+        target = self._target_or_warn()
+        if target is None:
+            return
+        row, mesh = self.mesh_tree.selected, target.mesh
+        selection = "" if row is not None and row.kind == "actor" else target.selection
+        self.push_screen(StackGroupsScreen(target.name, selection,
+                                           lambda: stacks(mesh, selection)))
 
     def action_diagnose(self) -> None:
         self.push_screen(DiagnosticsOverlay(self.client.diagnose))  # type: ignore
