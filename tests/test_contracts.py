@@ -12,6 +12,7 @@ from pathlib import Path
 import monarch.actor
 
 from import_graph import cycles, graph, module_files, raw_imports, reachable
+from importing import what_importing_does
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -193,23 +194,13 @@ def test_the_import_graph_sees_lazy_and_importlib_imports(tmp_path):
 
 
 def test_importing_starts_nothing():
-    code = (
-        "import threading, socket, json, os\n"
-        "opened = []\n"
-        "real = socket.socket.__init__\n"
-        "def spy(self, *a, **k):\n"
-        "    opened.append(a)\n"
-        "    real(self, *a, **k)\n"
-        "socket.socket.__init__ = spy\n"
-        "before = threading.active_count()\n"
-        "import monarch, monarch.actor, monarch.config, monarch.telemetry\n"
-        "print(json.dumps({'threads': threading.active_count() - before,"
-        " 'sockets': len(opened), 'torch': 'torch' in __import__('sys').modules,"
-        " 'otel': 'opentelemetry' in __import__('sys').modules}))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True)
-    assert json.loads(out.stdout) == {"threads": 0, "sockets": 0, "torch": False,
-                                      "otel": False}
+    """The public surface and telemetry start no thread, open no socket, read no environment
+    and load neither torch nor OpenTelemetry when imported (tests/importing.py's spies)."""
+    effects = what_importing_does("monarch", "monarch.actor", "monarch.config",
+                                  "monarch.telemetry", "monarch.job", "monarch.admin")
+    assert effects.started_nothing(), effects
+    assert effects.environment == [], effects.environment
+    assert "torch" not in effects.loaded and "opentelemetry" not in effects.loaded
 
 
 def test_monarch_telemetry_console_and_cli_type_check():
