@@ -26,7 +26,6 @@ from urllib.parse import urlencode
 
 from .._runtime._pids import pid_alive, this_host
 from .._runtime._rundir import DISCOVERY, run_root_path
-from .._geometry._selection import SelectionError, parse_selection, select_ranks
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a request may take (live feeds: the longest silence, the server beats every 1 s)."""
