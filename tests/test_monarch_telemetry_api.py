@@ -156,6 +156,7 @@ def test_monarch_tables_over_our_store() -> None:
                                  "'python_user_span' AND fields_json LIKE '%tm-user-span%'", 2)
     assert json.loads(user_span["fields_json"])["name"] == "tm-user-span"
 
+    hook = monarch.actor.unhandled_fault_hook  # the session's fault log: put back after
     monarch.actor.unhandled_fault_hook = lambda failure: None
     try:
         pingers.slice(workers=0).fail.broadcast()
@@ -163,7 +164,7 @@ def test_monarch_tables_over_our_store() -> None:
         steps = rows(state, f"SELECT new_status, reason FROM actor_status_events WHERE "
                             f"actor_id = {first} ORDER BY timestamp_us", 5)
     finally:
-        monarch.actor.unhandled_fault_hook = None
+        monarch.actor.unhandled_fault_hook = hook
     assert [s["new_status"] for s in steps][:5] == [
         "Created", "Initializing", "Idle", "Stopping", "Failed"]
     assert "pinger gave up" in steps[4]["reason"]

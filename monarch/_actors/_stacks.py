@@ -19,7 +19,16 @@ from typing import Any
 Frame = tuple[str, int, str]
 """(file, line, function), outermost first."""
 
-_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _our_folders() -> tuple[str, ...]:
+    """The folders of our own code: the monarch package and its telemetry (a folder of its own
+    in a source checkout)."""
+    from .. import telemetry
+
+    return tuple({os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                  os.path.dirname(os.path.abspath(telemetry.__file__))})
+
+
+_OURS = _our_folders()
 _SKIPPED = (os.path.dirname(threading.__file__),)  # the standard library's threading/asyncio
 
 

@@ -60,9 +60,13 @@ def stuck_rank(procs: Any, tmp_path: Path) -> Iterator[Any]:
     release = tmp_path / "release"
     calls = [waiters.slice(gpus=i).work.call_one(2, str(release)) for i in range(4)]
     try:
-        wait_until(lambda: [g["ranks"] for g in admin.stacks(MESH)["groups"]] == [[2], [0, 1, 3]]
-                   and all(calls[r].done() for r in (0, 1, 3)),
-                   "rank 2 stuck in hold_the_line, the others idle", 60)
+        def stuck() -> bool:  # rank 2 may still be importing this module, say: wait for it
+            groups = admin.stacks(MESH)["groups"]
+            return ([g["ranks"] for g in groups] == [[2], [0, 1, 3]]
+                    and "hold_the_line" in groups[0]["summary"]
+                    and all(calls[r].done() for r in (0, 1, 3)))
+
+        wait_until(stuck, "rank 2 stuck in hold_the_line, the others idle", 60)
         yield admin
     finally:
         release.touch()
