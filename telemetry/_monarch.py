@@ -118,19 +118,28 @@ def schemas() -> dict[str, pa.Schema]:
 
 
 def sources(store: Store, retention_s: float = 0.0) -> dict[str, Callable[[], Any]]:
-    """How to make each table from ``store`` now (`telemetry._sql.query`'s sources)."""
+    """How to make each table from ``store`` now (`telemetry._sql.query`'s sources). Tables
+    made from the same records (messages and their events, spans and sent messages, the three
+    metric tables, the four py-spy tables) share one pass over them within a query."""
     since_us = int((time.time() - retention_s) * 1e6) if retention_s > 0 else None
-    made = {"actors": lambda: _actors(store), "meshes": lambda: _meshes(store),
+    once = functools.cache
+    started = once(lambda: _started_us(store))
+    messages = once(lambda: _messages(store, since_us))
+    spans = once(lambda: _our_spans(store, since_us))
+    metrics = once(lambda: _metrics(store))
+    pyspy = once(lambda: _pyspy(store))
+    made = {"actors": lambda: _actors(store, started()),
+            "meshes": lambda: _meshes(store, started()),
             "actor_status_events": lambda: _status_events(store),
-            "messages": lambda: _messages(store, since_us)[0],
-            "message_status_events": lambda: _messages(store, since_us)[1],
-            "sent_messages": lambda: _sent(store, since_us),
-            "spans": lambda: _spans(store, since_us),
-            "metric_sums": lambda: _metrics(store)[0],
-            "metric_gauges": lambda: _metrics(store)[1],
-            "metric_histograms": lambda: _metrics(store)[2]}
+            "messages": lambda: messages()[0],
+            "message_status_events": lambda: messages()[1],
+            "sent_messages": lambda: _sent(spans()),
+            "spans": lambda: _spans(spans()),
+            "metric_sums": lambda: metrics()[0],
+            "metric_gauges": lambda: metrics()[1],
+            "metric_histograms": lambda: metrics()[2]}
     for name in ("pyspy_dumps", "pyspy_stack_traces", "pyspy_frames", "pyspy_local_variables"):
-        made[name] = functools.partial(lambda n: _pyspy(store)[n], name)
+        made[name] = functools.partial(lambda n: pyspy()[n], name)
     return made
 
 
@@ -171,8 +180,8 @@ def _started_us(store: Store) -> int:
 CLASS_OF = {"host": "Host", "proc": "Proc"}
 
 
-def _meshes(store: Store) -> pa.Table:
-    rows: list[tuple[Any, ...]] = [(uid(CLIENT_MESH), _started_us(store), "Client",
+def _meshes(store: Store, started_us: int) -> pa.Table:
+    rows: list[tuple[Any, ...]] = [(uid(CLIENT_MESH), started_us, "Client",
                                     CLIENT_MESH, CLIENT_MESH, _shape((), ()), None, None)]
     for m in store.meshbook.meshes():
         cls = CLASS_OF.get(m.kind) or f"Python<{m.class_name.rsplit('.', 1)[-1]}>"
@@ -182,8 +191,8 @@ def _meshes(store: Store) -> pa.Table:
     return _table("meshes", rows)
 
 
-def _actors(store: Store) -> pa.Table:
-    rows = [(uid(ROOT), _started_us(store), uid(CLIENT_MESH), 0, ROOT, "<root>")]
+def _actors(store: Store, started_us: int) -> pa.Table:
+    rows = [(uid(ROOT), started_us, uid(CLIENT_MESH), 0, ROOT, "<root>")]
     for m in store.meshbook.meshes():
         t, mesh = _us(m.time_ns), uid(m.mesh)
         for entry in m.actors:
@@ -241,9 +250,9 @@ def _our_spans(store: Store, since_us: int | None) -> list[dict[str, Any]]:
                          "method", "attributes"]).to_pylist()
 
 
-def _sent(store: Store, since_us: int | None) -> pa.Table:
+def _sent(spans: list[dict[str, Any]]) -> pa.Table:
     rows = []
-    for s in _our_spans(store, since_us):
+    for s in spans:
         if not s["name"].startswith("call "):
             continue
         attributes = json.loads(s["attributes"] or "{}")
@@ -257,9 +266,9 @@ def _sent(store: Store, since_us: int | None) -> pa.Table:
     return _table("sent_messages", rows)
 
 
-def _spans(store: Store, since_us: int | None) -> pa.Table:
+def _spans(spans: list[dict[str, Any]]) -> pa.Table:
     rows = []
-    for s in _our_spans(store, since_us):
+    for s in spans:
         fields = json.loads(s["attributes"] or "{}")
         name = s["name"]
         if s["method"] is None and not name.startswith("call "):  # a user's span(...)

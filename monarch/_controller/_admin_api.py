@@ -240,9 +240,7 @@ class AdminApi:
             return tables.store_tables(self.store, [name])[name]
 
         sources: dict[str, Any] = {name: (lambda n=name: one(n)) for name in tables.TABLES}
-        ship = getattr(self.job.runtime, "ship_telemetry", None)
-        if ship is not None:  # the controller's own records (its call spans) up to now
-            ship()
+        self._ship_own()
         history = getattr(getattr(self.job, "watcher", None), "history", None)
         try:
             # with a history, the appended tables are what it wrote and what it has not
@@ -257,13 +255,17 @@ class AdminApi:
             return _sql.rows(result)
         return Binary(arrow_ipc(result))
 
+    def _ship_own(self) -> None:
+        """Puts the controller's own records (its call spans) up to now in the store."""
+        ship = getattr(self.job.runtime, "ship_telemetry", None)
+        if ship is not None:
+            ship()
+
     def _monarch_query(self, sql: str, p: Params) -> Any:
         """SQL over Monarch's tables, made from the store now (`telemetry._monarch`)."""
         from ..telemetry import _monarch, _sql
 
-        ship = getattr(self.job.runtime, "ship_telemetry", None)
-        if ship is not None:  # the controller's own records (its call spans) up to now
-            ship()
+        self._ship_own()
         sources = _monarch.sources(self.store, p.number("retention_s", 0.0) or 0.0)
         try:
             result = _sql.query(sql, sources, max_rows=p.integer("limit", _sql.MAX_ROWS),

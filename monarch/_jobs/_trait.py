@@ -185,14 +185,7 @@ class JobTrait(ABC):
         Returns:
             ``self``, for chaining.
         """
-        if config is not None and kwargs:
-            raise TypeError(f"enable_telemetry: give a TelemetryConfig or its fields, not both "
-                            f"(got {sorted(kwargs)})")
-        if config is None:
-            config = TelemetryConfig(**kwargs)
-        elif not isinstance(config, TelemetryConfig):
-            raise TypeError(f"enable_telemetry expects a TelemetryConfig, got {config!r}")
-        self._telemetry = config
+        self._telemetry = _config("enable_telemetry", TelemetryConfig, config, kwargs)
         if mesh_admin_config is not None or self._mesh_admin is None:
             self.enable_admin(mesh_admin_config)
         return self
@@ -204,14 +197,7 @@ class JobTrait(ABC):
         Args:
             config: a `MeshAdminConfig`; or its fields as keyword arguments.
         """
-        if config is not None and kwargs:
-            raise TypeError(f"enable_admin: give a MeshAdminConfig or its fields, not both "
-                            f"(got {sorted(kwargs)})")
-        if config is None:
-            config = MeshAdminConfig(**kwargs)
-        elif not isinstance(config, MeshAdminConfig):
-            raise TypeError(f"enable_admin expects a MeshAdminConfig, got {config!r}")
-        self._mesh_admin = config
+        self._mesh_admin = _config("enable_admin", MeshAdminConfig, config, kwargs)
         return self
 
     def telemetry_query_client(self) -> QueryEngineClient:
@@ -337,6 +323,18 @@ class JobTrait(ABC):
     def _is_running(self) -> bool:
         """Whether the allocation is alive (without attaching to it)."""
         return self.can_run(self)
+
+
+def _config(method: str, cls: type, config: Any, fields: dict[str, Any]) -> Any:
+    """`config` (an instance of `cls`), or one made of `fields`: not both, nothing else."""
+    if config is not None and fields:
+        raise TypeError(f"{method}: give a {cls.__name__} or its fields, not both "
+                        f"(got {sorted(fields)})")
+    if config is None:
+        return cls(**fields)
+    if not isinstance(config, cls):
+        raise TypeError(f"{method} expects a {cls.__name__}, got {config!r}")
+    return config
 
 
 def _detach(addresses: list[str]) -> None:
