@@ -306,9 +306,18 @@ def _census(stats: Any) -> dict[str, Any]:
     import collections
     import gc
 
+    import threading
+
     types = collections.Counter(type(o).__name__ for o in gc.get_objects())
-    return {"held": {k: round(v / 1e6, 2) for k, v in stats.held_bytes.items()},
-            "objects": sum(types.values()), "top": dict(types.most_common(15))}
+    threads = collections.Counter(t.name.rstrip("0123456789_-") for t in threading.enumerate())
+    out = {"held": {k: round(v / 1e6, 2) for k, v in stats.held_bytes.items()},
+           "objects": sum(types.values()), "top": dict(types.most_common(15)),
+           "threads": dict(threads)}
+    if "pyarrow" in sys.modules:  # Arrow's own pool (mimalloc): outside glibc's malloc_trim
+        pool = sys.modules["pyarrow"].default_memory_pool()
+        out["arrow_mb"] = {"now": round(pool.bytes_allocated() / 1e6, 1),
+                           "peak": round(pool.max_memory() / 1e6, 1)}
+    return out
 
 
 def _alive(pid: int) -> bool:

@@ -31,8 +31,9 @@ DEFAULT_HISTORY_MB = 256.0
 """A history's bound unless `MONARCH_HISTORY_MB` says otherwise."""
 WATCH_S = 0.5
 """How often the watcher marks stalls."""
-TRIM_S = 60.0
-"""How often the watcher hands free malloc memory back to the system (`_runtime._malloc`)."""
+TRIM_S = 10.0
+"""How often the watcher hands free malloc memory back to the system (`_runtime._malloc`; a
+few ms a time)."""
 HISTORY_S = 2.0
 """How often it appends to the history: at most this far behind (plus one write)..."""
 HISTORY_DUTY = 0.05
@@ -210,12 +211,13 @@ class Watcher:
         if self.history is not None:
             import pyarrow.parquet  # noqa: F401 - here, at the job's start, not in its first
             # pass among the calls: the import holds the GIL for ~0.1 s
+            _malloc.arrow_on_malloc()
             self._next_history = time.monotonic() + HISTORY_S  # the first pass: a full one
         while not self._stop.wait(WATCH_S):
             self.tick()
 
     def tick(self) -> None:
-        """One pass: stalls, then the history; once a minute, free memory back to the system
+        """One pass: stalls, then the history; every `TRIM_S`, free memory back to the system
         (`_runtime._malloc.trim`)."""
         try:
             if time.monotonic() >= self._next_trim:

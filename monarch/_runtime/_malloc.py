@@ -4,10 +4,20 @@ A controller runs a dozen threads (I/O, admin API, watcher, exporters, data-plan
 glibc gives each busy thread an arena of its own; what a burst allocates there and frees stays
 in the process (fragments of freed memory are not returned while anything above them lives).
 Over a long job its RSS then steps up with each burst and never comes down, though the Python
-objects it holds stay flat (bench/soak.py's census). `limit_arenas` caps the arenas at the
-job's start; `trim` (glibc's `malloc_trim(0)`, a few ms) returns the free pages of every arena
-to the system, and the controller's watcher calls it once a minute. Elsewhere than glibc both
-do nothing.
+objects it holds stay flat (bench/soak.py's census). Three settings hold it:
+
+- `limit_arenas` caps the arenas at the job's start, and fixes glibc's mmap threshold at
+  `CONTROLLER_MMAP_THRESHOLD`: left dynamic, it climbs to 32 MiB after the first big block is
+  freed, and every later block under that (a Parquet page, a history pass's Arrow columns, a
+  message of a few MiB) is carved from an arena, whose holes it leaves behind; a block above
+  the threshold is its own mapping, given back whole when freed;
+- `arrow_on_malloc` points pyarrow at this malloc instead of its bundled mimalloc, whose
+  segments are outside what `trim` can reach (a history pass's peak of ~80 MB stayed);
+- `trim` (glibc's `malloc_trim(0)`, a few ms) returns the free pages of every arena to the
+  system; the controller's watcher calls it every `_controller._history_writer.TRIM_S`.
+
+Elsewhere than glibc they do nothing. The procs are tuned the other way (one arena, memory
+kept for the next big message: `_host._agent.MALLOC_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -18,6 +28,10 @@ from typing import Any
 
 M_ARENA_MAX = -8
 """glibc's mallopt parameter number for the arena cap."""
+M_MMAP_THRESHOLD = -3
+"""glibc's mallopt parameter number for the mmap threshold (setting it stops its climb)."""
+CONTROLLER_MMAP_THRESHOLD = 1 << 20
+"""Blocks from 1 MiB up are mappings of their own in the controller."""
 
 CONTROLLER_ARENAS = 4
 """Arenas of the controller (the procs run with one: `_host._agent.MALLOC_DEFAULTS`)."""
@@ -37,15 +51,36 @@ def _glibc() -> Any:
     return _libc or None
 
 
-def limit_arenas(arenas: int = CONTROLLER_ARENAS) -> bool:
-    """Caps glibc's malloc arenas (threads made later share them); False where not glibc.
-    `MALLOC_ARENA_MAX` in the environment wins."""
+def limit_arenas(arenas: int = CONTROLLER_ARENAS,
+                 mmap_threshold: int = CONTROLLER_MMAP_THRESHOLD) -> bool:
+    """Caps glibc's malloc arenas (threads made later share them) and fixes its mmap threshold;
+    False where not glibc. `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the environment
+    win (each over its own setting)."""
     import os
 
     libc = _glibc()
-    if libc is None or os.environ.get("MALLOC_ARENA_MAX"):
+    if libc is None:
+        return False
+    if not os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+        libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+    if os.environ.get("MALLOC_ARENA_MAX"):
         return False
     return bool(libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def arrow_on_malloc() -> bool:
+    """Makes pyarrow allocate from the system's malloc (what `trim` reaches); False when
+    pyarrow is missing or `ARROW_DEFAULT_MEMORY_POOL` names a pool (the user's choice wins)."""
+    import os
+
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return False
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return False
+    pa.set_memory_pool(pa.system_memory_pool())
+    return True
 
 
 def trim() -> bool:

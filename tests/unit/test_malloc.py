@@ -46,3 +46,36 @@ def test_limit_arenas_respects_the_environment() -> None:
     free = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True, env={"PATH": "/usr/bin:/bin"})
     assert free.stdout == "True"
+
+
+def test_a_big_block_freed_in_the_controller_is_given_back_at_once() -> None:
+    """With the controller's settings a 4 MiB block is a mapping of its own, returned when
+    freed, even after bigger blocks came and went (glibc's own threshold would have climbed
+    past it, and the freed block would stay in the heap); pyarrow allocates from malloc."""
+    code = textwrap.dedent("""
+        import json
+        from monarch._runtime import _malloc
+
+        def rss():
+            with open("/proc/self/status") as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) // 1024
+
+        assert _malloc.limit_arenas()
+        big = bytearray(16 << 20)  # freed: glibc would raise its threshold to 16 MiB
+        del big
+        base = rss()
+        blocks = [bytearray(4 << 20) for _ in range(25)]  # 100 MiB of 4 MiB blocks
+        small = [bytearray(64) for _ in range(1000)]  # allocated after them, kept
+        held = rss()
+        del blocks
+        print(json.dumps({"base": base, "held": held, "freed": rss(),
+                          "arrow": _malloc.arrow_on_malloc()}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True, env={"PATH": "/usr/bin:/bin"})
+    import json
+
+    m = json.loads(out.stdout)
+    assert m["held"] - m["base"] > 90, m
+    assert m["freed"] < m["base"] + 10, m  # no trim needed: the mappings went back
+    assert m["arrow"] is True
