@@ -34,6 +34,8 @@ def top(
     diagnose: bool = typer.Option(False, "--diagnose", help="Ping every proc, print the "
                                   "report as JSON and exit 0 (all pass/slow) or 1."),
     refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between polls."),
+    read_only: bool = typer.Option(False, "--read-only", help="Look, never touch: kill, stop, "
+                                   "break and attach are refused."),
 ) -> None:
     """The console of a running job: topology, logs, spans, transfers; kill, stop, pdb.
     With --job ID of a job that has ended (or crashed): its history, read-only."""
@@ -44,11 +46,13 @@ def top(
         raise typer.Exit(0 if report.get("ok") else EXIT_FAILED)
     from monarch.console.app import MonarchTop
 
-    MonarchTop(client, refresh=refresh).run()
+    MonarchTop(client, refresh=refresh, read_only=read_only).run()
 
 
 def demo(
     loggers: int = typer.Option(0, "--loggers", help="Add N chatty actors streaming logs."),
+    grid: int = typer.Option(64, "--grid", help="Ranks of the `workers` mesh (dp x tp), one "
+                             "lagging: `v` shows it as a grid (0: none)."),
     refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between polls."),
     run_for: float = typer.Option(0.0, "--run-for", help="End the workload after N seconds "
                                   "(0: when the console quits)."),
@@ -67,7 +71,7 @@ def demo(
     control = Path(tempfile.mkdtemp(prefix="monarch-demo-"))
     log = control / "workload.log"
     command = [sys.executable, "-m", "monarch.console._demo", "--control", str(control),
-               "--loggers", str(loggers), "--run-for", str(run_for)]
+               "--loggers", str(loggers), "--run-for", str(run_for), "--grid", str(grid)]
     with open(log, "wb") as out:
         workload = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,

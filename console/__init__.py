@@ -12,8 +12,9 @@ from typing import Any
 __all__ = ["run"]
 
 
-def run(client: Any, refresh: float = 1.0) -> None:
-    """Runs the console on `client` until the user quits."""
+def run(client: Any, refresh: float = 1.0, read_only: bool = False) -> None:
+    """Runs the console on `client` until the user quits (`read_only`: kill, stop, break and
+    attach refused)."""
     from .app import MonarchTop
 
-    MonarchTop(client, refresh=refresh).run()
+    MonarchTop(client, refresh=refresh, read_only=read_only).run()

@@ -4,7 +4,10 @@
 
 Meshes: `trainers` (4 procs), `generators` and `rewards` (sharing 2 procs), `inspector` (1
 proc); with `--loggers N`, N `chatty` actors (meshes of 8 on one proc mesh of 8) print lines
-at `--log-rate` each.
+at `--log-rate` each; with `--grid N` (`monarch demo`: 64), `workers`, a `dp × tp` mesh of N
+ranks stepping on their own, each setting the gauge `step`, one of them (`laggard_of(N)`)
+slower than the rest: the console's grid (`v`, then `M`) shows it lagging, its grouped stacks
+(`S`) show it in `slow_batch`.
 Every step the controller trains, generates and scores on the live ranks; every 5 steps the
 generators pull the trainers' weights (over `monarch.rdma` when it is there, so the console's
 throughput view moves). Failures are handled the way a fault-tolerant script does: the root's
@@ -121,11 +124,55 @@ class Chatty(Actor):
         return count
 
 
+def slow_batch(seconds: float) -> None:
+    """The laggard's batch: half again as long as everyone else's."""
+    time.sleep(seconds * 1.5)
+
+
+class Worker(Actor):
+    """A rank of the `workers` grid: steps at its own pace and sets the gauge `step`."""
+
+    def __init__(self, laggard: int) -> None:
+        from monarch.telemetry import get_meter
+
+        self.rank = current_rank().rank
+        self.laggard = self.rank == laggard
+        self.steps = 0
+        self.gauge = get_meter().create_gauge("step", description="steps this rank has done")
+
+    @endpoint
+    def train_steps(self, steps: int, seconds: float, start_at: float = 0.0) -> int:
+        """`steps` steps of `seconds` each (from `start_at`, epoch seconds: the first call
+        starts every rank together, as a job in step does); returns the steps done so far."""
+        time.sleep(max(start_at - time.time(), 0.0))
+        for _ in range(steps):
+            if self.laggard:
+                slow_batch(seconds)
+            else:
+                time.sleep(seconds)
+            self.steps += 1
+            self.gauge.set(self.steps, {"rank": str(self.rank)})
+        return self.steps
+
+
+def laggard_of(ranks: int) -> int:
+    """The rank of the grid that lags (35 of 64: somewhere in the middle)."""
+    return (ranks // 2 + 3) % ranks
+
+
+def grid_shape(ranks: int) -> dict[str, int]:
+    """`dp × tp` for `ranks` workers (tp 8 where it divides them)."""
+    tp = 8 if ranks % 8 == 0 else ranks
+    return {"dp": ranks // tp, "tp": tp}
+
+
 class Demo:
     """The controller's loop: the meshes, the live ranks, the calls in flight."""
 
-    def __init__(self, control: Path | None, loggers: int, log_rate: float) -> None:
+    def __init__(self, control: Path | None, loggers: int, log_rate: float,
+                 grid: int = 0) -> None:
         self.control = control
+        self.grid = grid
         self.failed: set[tuple[str, int]] = set()
         self.pending: dict[tuple[str, int], Any] = {}
         self.meshes: dict[str, tuple[Any, int]] = {}
@@ -133,6 +180,8 @@ class Demo:
         self.stopping = False
         self.loggers, self.log_rate = loggers, log_rate
         self.proc_meshes: list[Any] = []
+        self.stepping: dict[int, Any] = {}
+        """The grid's calls in flight by rank (each a few seconds of steps)."""
 
     def on_failure(self, failure: Any) -> None:
         """The root's fault hook: note the failure, keep going with the survivors."""
@@ -157,6 +206,11 @@ class Demo:
             self.proc_meshes.append(chatty_procs)
             for group in range((self.loggers + per - 1) // per):
                 self._add(f"chatty{group}", chatty_procs.spawn(f"chatty{group}", Chatty), per)
+        if self.grid:
+            grid_procs = host.spawn_procs(per_host=grid_shape(self.grid))
+            self.proc_meshes.append(grid_procs)
+            self.workers = grid_procs.spawn("workers", Worker, laggard_of(self.grid))
+            self._add("workers", self.workers, self.grid)
 
     def _add(self, name: str, mesh: Any, size: int) -> None:
         self.meshes[name] = (mesh, size)
@@ -193,6 +247,8 @@ class Demo:
         return results
 
     def step(self, step: int) -> None:
+        if self.grid:
+            self.step_workers()
         self.submit("trainers", "train", step)
         self.submit("generators", "generate", step)
         self.submit("rewards", "score", 100 + step)
@@ -247,6 +303,23 @@ class Demo:
             os._exit(143)
         self.stopping = True
 
+    def step_workers(self) -> None:
+        """Gives every live rank of the grid its next 10 steps once its last ones are done (a
+        call of 2 s, 3 s for the laggard: handlers end well before they count as stalled);
+        the first calls start together."""
+        start_at = time.time() + 2.0 if not self.stepping else 0.0
+        shape = grid_shape(self.grid)
+        for rank in self.live("workers"):
+            call = self.stepping.get(rank)
+            if call is not None and not call.done():
+                continue
+            if call is not None and call.exception(timeout=0) is not None:
+                self.failed.add(("workers", rank))  # killed or stopped: step it no more
+                continue
+            point = {"dp": rank // shape["tp"], "tp": rank % shape["tp"]}
+            self.stepping[rank] = self.workers.slice(**point).train_steps.call_one(
+                10, 0.2, start_at)
+
     def shutdown(self) -> None:
         """Stops every proc (a paused or busy actor does not hold the job up for long)."""
         stops = [procs.stop() for procs in self.proc_meshes]
@@ -269,10 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-rate", type=float, default=10.0, help="lines/s per chatty actor")
     parser.add_argument("--run-for", type=float, default=0.0, help="seconds (0: until stopped)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between steps")
+    parser.add_argument("--grid", type=int, default=0,
+                        help="ranks of the `workers` mesh (dp x tp), one of them lagging")
     args = parser.parse_args(argv)
+    if args.grid < 0 or args.grid == 1:
+        parser.error("--grid takes 0 (no grid) or 2 ranks or more (one of them lags)")
     import monarch.actor
 
-    demo = Demo(args.control, args.loggers, args.log_rate)
+    demo = Demo(args.control, args.loggers, args.log_rate, args.grid)
     monarch.actor.unhandled_fault_hook = demo.on_failure
     signal.signal(signal.SIGTERM, demo.on_sigterm)
     demo.spawn()

@@ -9,13 +9,17 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ._keys import KEYS, display_key
+from ._keys import GRID_KEYS, KEYS, display_key
 
 GROUPS = {"move": "Move", "select": "Select", "logs": "Logs", "act": "Act on the selection",
-          "debug": "Debugger", "inspect": "Inspect", "app": "Console"}
+          "debug": "Debugger", "inspect": "Inspect", "app": "Console",
+          "grid": "In the grid (v)"}
 
 LEGEND = ("States: [green]● running[/]  [bold red]✖ failed[/] (root cause beside it)  "
-          "[bold magenta]⏸ paused[/] in pdb  [yellow]◌ starting[/]  [dim]○ stopped[/]\n"
+          "[bold magenta]⏸ paused[/] in pdb  [bold #ffaf00]◷ stalled[/]  [yellow]◌ starting[/]  "
+          "[dim]○ stopped[/]\n"
+          "Grid shades: [dim]·[/] none ░ ▒ ▓ █ the mesh's maximum; [bold red]‹[/] lagging, "
+          "[bold #ffaf00]![/] stalled\n"
           "Slice syntax: [b]hosts=0, gpus=0:4[/b] — index, a:b[:step] range or (a,b) list "
           "per dimension; blank = the whole mesh.\n"
           "Attached to pdb: type pdb commands; [b]c[/b] continues the actor, [b]detach[/b] "
@@ -45,6 +49,6 @@ def help_table() -> Table:
     table.add_column()
     for group, title in GROUPS.items():
         table.add_row(f"[u]{title}[/u]", "")
-        for key in (k for k in KEYS if k.group == group):
+        for key in (k for k in KEYS + GRID_KEYS if k.group == group):
             table.add_row(display_key(key.keys), key.description)
     return table

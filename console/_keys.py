@@ -26,6 +26,8 @@ KEYS: tuple[Key, ...] = (
     Key("enter,right,left", "toggle_row", "expand / collapse the row", "move"),
     Key("tab", "focus_next", "next pane", "move", "panes"),
     Key("l", "focus_logs", "focus the logs", "move"),
+    Key("v", "grid", "the selected mesh as its grid: one cell per rank, by a measure", "select",
+        "grid"),
     Key("colon", "slice", "slice the selected mesh (hosts=0, gpus=0:4)", "select", "slice"),
     Key("escape", "clear", "clear the slice and the log search", "select"),
     Key("slash", "search", "search the logs", "logs", "search"),
@@ -49,6 +51,28 @@ KEYS: tuple[Key, ...] = (
     Key("q,ctrl+c", "quit", "quit", "app", "quit"),
 )
 """Every key of the console (k9s/htop habits); the app's BINDINGS and the help are made of it."""
+
+
+GRID_KEYS: tuple[Key, ...] = (
+    Key("escape", "back", "back to the tree", "grid", "back"),
+    Key("up,j,down,left,right", "", "move between cells (j is down)", "grid"),
+    Key("space", "mark", "mark / unmark the cell", "grid", "mark"),
+    Key("colon", "slice", "mark a slice of cells (dp=0:2, tp=3)", "grid", "slice"),
+    Key("x", "unmark", "unmark every cell", "grid", "unmark"),
+    Key("m", "measure", "next measure: state, queue, handler time, messages/s, metric", "grid",
+        "measure"),
+    Key("M", "metric", "colour by the next metric of the ranks (a user gauge such as step); "
+        "‹ marks a laggard, ! a stall", "grid", "metric"),
+    Key("k", "act('kill')", "kill the marked cells (or the cursor's)", "grid", "kill"),
+    Key("s", "act('stop')", "stop the marked cells", "grid", "stop"),
+    Key("b", "act('break_next')", "break the cell's actor at its next message", "grid",
+        "break"),
+    Key("a", "act('attach')", "attach pdb to the paused actor among the cells", "grid",
+        "attach"),
+    Key("p", "act('stack')", "py-spy stack of the cell's proc", "grid", "py-spy"),
+    Key("S", "act('stack_groups')", "the marked cells' stacks, grouped", "grid", "stacks"),
+)
+"""The keys of the grid view (`v`); the action keys act on its marked cells."""
 
 
 def key_for(action: str) -> Key:

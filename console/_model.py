@@ -336,12 +336,12 @@ def target_of(snapshot: Snapshot, row: Row | None, slice_text: str = "") -> Targ
     index = Index(snapshot)
     if row.kind == "actor":
         mesh, actor = index.actors[row.ref]
-        return _mesh_target(index, mesh, [actor["rank"]], point_selection(actor.get("point")))
+        return mesh_target(index, mesh, [actor["rank"]], point_selection(actor.get("point")))
     if row.kind == "mesh":
         mesh = index.meshes[row.ref]
         labels, sizes = _extent(mesh)
         ranks = select_ranks(slice_text, labels, sizes)
-        return _mesh_target(index, mesh, ranks, normalize_selection(slice_text))
+        return mesh_target(index, mesh, ranks, normalize_selection(slice_text))
     procs = sorted((p for p in index.procs.values() if p["procs"] == row.ref),
                    key=lambda p: p["rank"])
     if not procs:
@@ -353,8 +353,9 @@ def target_of(snapshot: Snapshot, row: Row | None, slice_text: str = "") -> Targ
                   chosen)
 
 
-def _mesh_target(index: Index, mesh: dict[str, Any], ranks: list[int],
-                 selection: str) -> Target:
+def mesh_target(index: Index, mesh: dict[str, Any], ranks: list[int],
+                selection: str) -> Target:
+    """The target of `ranks` of an actor mesh (`selection` is their text for the admin API)."""
     by_rank = {a["rank"]: a for a in mesh.get("actors", [])}
     procs = tuple((by_rank[r]["proc"], index.procs.get(by_rank[r]["proc"], {}).get("pid"))
                   for r in ranks if r in by_rank)

@@ -33,6 +33,7 @@ from ._describe import describe
 from ._detail import DetailPane
 from ._diagnostics import DiagnosticsOverlay
 from ._feed import Client, Feed
+from ._grid_view import GridScreen
 from ._header import JobHeader
 from ._help import HelpScreen
 from ._logs import LogPane
@@ -81,6 +82,7 @@ class MonarchTop(App[None]):
         refresh: seconds between polls of the admin API.
         attach_io: (stdin, stdout) for pdb sessions instead of the real terminal (tests).
         feed: a ready `Feed` (default: one over `client`).
+        read_only: refuse kill, stop, break and attach (`monarch top --read-only`).
     """
 
     TITLE = "monarch top"
@@ -91,8 +93,9 @@ class MonarchTop(App[None]):
 
     def __init__(self, client: Client, *, refresh: float = 1.0,
                  attach_io: tuple[TextIO, TextIO] | None = None,
-                 feed: Feed | None = None) -> None:
+                 feed: Feed | None = None, read_only: bool = False) -> None:
         super().__init__()
+        self.read_only_mode = read_only
         self.client = client
         self.refresh_s = refresh
         self.attach_io = attach_io
@@ -189,6 +192,8 @@ class MonarchTop(App[None]):
         self.span_pane.show(snap.spans)
         self.throughput_pane.show(snap.transfers)
         self._announce_sessions(snap.sessions)
+        if isinstance(self.screen, GridScreen):
+            self.screen.show()
 
     def _render_tree(self) -> None:
         rows = model.build_rows(self.snapshot, self.expanded, self.rates.rates, self.marked)
@@ -395,7 +400,10 @@ class MonarchTop(App[None]):
             return None
 
     def read_only(self) -> str | None:
-        """Why actions are refused here (an ended job), or None when they run."""
+        """Why actions are refused here (--read-only, an ended job), or None when they run."""
+        if self.read_only_mode:
+            return "read-only console (monarch top --read-only): kill, stop, break and " \
+                   "attach are off"
         state = (self.snapshot.job or {}).get("state", "running")
         if self.ended is not None or state != "running":
             job = (self.snapshot.job or {}).get("job_id", "")
@@ -425,23 +433,67 @@ class MonarchTop(App[None]):
         self.feed.start()
         self.feed.poke()
 
-    def action_kill(self) -> None:
-        if self._refused():
+    GUARDED = ("kill", "stop", "break_next", "continue_all", "attach")
+    """The actions a read-only console refuses."""
+
+    def act(self, name: str, target: model.Target | None = None) -> None:
+        """Runs the action `name` (kill, stop, break_next, attach, stack, stack_groups) on
+        `target`: by default the tree's selection narrowed by its slice; the grid passes the
+        cells it marks."""
+        if name in self.GUARDED and self._refused():
             return
-        self._confirm_then("kill", "Kill", "SIGKILL to",
-                           lambda t: self.client.kill(t.mesh, t.selection))  # type: ignore
+        target = target or self._target_or_warn()
+        if target is not None:
+            getattr(self, f"_act_{name}")(target)
+
+    def action_kill(self) -> None:
+        self.act("kill")
 
     def action_stop(self) -> None:
-        if self._refused():
+        self.act("stop")
+
+    def action_break_next(self) -> None:
+        self.act("break_next")
+
+    def action_stack(self) -> None:
+        self.act("stack")
+
+    def action_stack_groups(self) -> None:
+        """A selected actor row stands for all ranks of its mesh here."""
+        row, target = self.mesh_tree.selected, self._target_or_warn()
+        if target is not None and row is not None and row.kind == "actor":
+            target = dataclasses.replace(target, selection="")
+        if target is not None:
+            self.act("stack_groups", target)
+
+    def action_attach(self) -> None:
+        if not self._refused():
+            self._attach_session(self.session_for_selection())
+
+    def action_grid(self) -> None:
+        """The selected mesh (or the selected actor's) as its grid."""
+        row = self.mesh_tree.selected
+        mesh = None
+        if row is not None and row.kind == "mesh":
+            mesh = row.ref
+        elif row is not None and row.kind == "actor":
+            mesh = model.Index(self.snapshot).actors[row.ref][0]["mesh"]
+        if mesh is None:
+            self.notify("select an actor mesh (or one of its actors) to see its grid",
+                        severity="warning")
             return
-        self._confirm_then("stop", "Stop", "graceful stop of",
+        self.push_screen(GridScreen(mesh))
+
+    def _act_kill(self, target: model.Target) -> None:
+        self._confirm_then(target, "kill", "Kill", "SIGKILL to",
+                           lambda t: self.client.kill(t.mesh, t.selection))  # type: ignore
+
+    def _act_stop(self, target: model.Target) -> None:
+        self._confirm_then(target, "stop", "Stop", "graceful stop of",
                            lambda t: self.client.stop(t.mesh, t.selection))  # type: ignore
 
-    def _confirm_then(self, name: str, verb: str, what: str,
+    def _confirm_then(self, target: model.Target, name: str, verb: str, what: str,
                       act: Callable[[model.Target], Any]) -> None:
-        target = self._target_or_warn()
-        if target is None:
-            return
         procs = ", ".join(f"{p} (pid {pid})" for p, pid in target.procs[:8])
         more = f" and {len(target.procs) - 8} more" if len(target.procs) > 8 else ""
         question = f"{verb} {target.describe()}?"
@@ -453,12 +505,7 @@ class MonarchTop(App[None]):
 
         self.push_screen(ConfirmScreen(question, detail), answered)
 
-    def action_break_next(self) -> None:
-        if self._refused():
-            return
-        target = self._target_or_warn()
-        if target is None:
-            return
+    def _act_break_next(self, target: model.Target) -> None:
         if target.rank is None:
             self.notify("select one actor (or slice one rank) to break into", severity="warning")
             return
@@ -471,26 +518,24 @@ class MonarchTop(App[None]):
             return
         self._run_action("continue_all", self.client.continue_all)  # type: ignore
 
-    def action_stack(self) -> None:
-        target = self._target_or_warn()
-        if target is None or not target.procs:
+    def _act_stack(self, target: model.Target) -> None:
+        if not target.procs:
             return
         proc, pid = target.procs[0]
         self.push_screen(StackOverlay(proc, pid, lambda: self.client.stack(proc)))  # type: ignore
 
-    def action_stack_groups(self) -> None:
-        """The selected mesh's ranks (the slice's, or all ranks of the selected actor's mesh)
-        grouped by what they run now; only a live job has stacks to take."""
+    def _act_stack_groups(self, target: model.Target) -> None:
+        """The target's ranks grouped by what they run now (a selected actor row: all ranks
+        of its mesh); only a live job has stacks to take."""
         stacks = getattr(self.client, "stacks", None)  # a history client has none
-        why = self.read_only() or (None if stacks else "this console shows a history")
+        state = (self.snapshot.job or {}).get("state", "running")
+        why = (f"job {(self.snapshot.job or {}).get('job_id', '')} has ended"
+               if self.ended is not None or state != "running" else
+               None if stacks else "this console shows a history")
         if why is not None or stacks is None:
             self.notify(f"stacks need a live job ({why})", title="stacks", severity="warning")
             return
-        target = self._target_or_warn()
-        if target is None:
-            return
-        row, mesh = self.mesh_tree.selected, target.mesh
-        selection = "" if row is not None and row.kind == "actor" else target.selection
+        mesh, selection = target.mesh, target.selection
         self.push_screen(StackGroupsScreen(target.name, selection,
                                            lambda: stacks(mesh, selection)))
 
@@ -542,10 +587,16 @@ class MonarchTop(App[None]):
                 return inside[0]
         return sessions[0] if len(sessions) == 1 else None
 
-    def action_attach(self) -> None:
-        if self._refused():
+    def _act_attach(self, target: model.Target) -> None:
+        """The paused session among the target's ranks (the grid's cells)."""
+        keys = {model.actor_key(target.mesh, r) for r in target.ranks}
+        found = [s for k, s in model.Index(self.snapshot).sessions.items() if k in keys]
+        if len(found) > 1:
+            self.notify(f"{len(found)} paused actors here: select one", severity="warning")
             return
-        session = self.session_for_selection()
+        self._attach_session(found[0] if found else None)
+
+    def _attach_session(self, session: dict[str, Any] | None) -> None:
         if session is None:
             count = len(self.snapshot.sessions)
             self.notify("no paused actor here" + (f"; {count} paused: select one" if count else

@@ -1,4 +1,6 @@
-"""Rank selections written as text: `gpus=0:2`, `hosts=0, gpus=0:4`, `gpus=(1,3)`, or `` (all).
+"""Rank selections written as text: `gpus=0:2`, `hosts=0, gpus=0:4`, `gpus=(1,3)`, or `` (all);
+a union of such with `;` (`hosts=0, gpus=1; hosts=3, gpus=(2,5)`: the console's grid writes
+the cells it selects so).
 
 Pure logic shared by the admin API (kill/stop a slice), the CLI and the console. Each item is
 `label=value` with value an index `N`, a range `start:stop[:step]` (either end may be left out)
@@ -22,6 +24,11 @@ def select_ranks(selection: str, labels: Sequence[str], sizes: Sequence[int]) ->
     Raises:
         SelectionError: unknown label, index out of range, bad syntax, or no rank selected.
     """
+    if ";" in selection:  # a union: each part on its own, every part must fit
+        parts = [p for p in selection.split(";") if p.strip()]
+        if not parts:
+            raise SelectionError(f"{selection!r} selects no rank")
+        return sorted({r for part in parts for r in select_ranks(part, labels, sizes)})
     chosen = [list(range(size)) for size in sizes]
     for label, text in parse_selection(selection):
         if label not in labels:

@@ -145,3 +145,13 @@ async def test_diagnostics_and_stack_overlays():
         await pilot.press("p")
         await wait_for(pilot, lambda: getattr(app.screen, "runs", 0) == 1)
         await check(pilot, "py_spy")
+
+
+async def test_grid_of_a_mesh_with_a_failed_rank_and_marked_cells():
+    app = MonarchTop(fake(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await select(pilot, "trainers")
+        await pilot.press("v", "right", "space", "right", "space", "m")
+        await wait_for(pilot, lambda: getattr(app.screen, "measure", "") == "queue")
+        await check(pilot, "grid_queue")

@@ -1,0 +1,160 @@
+"""`v` in `monarch top`: a mesh as its grid. Against the demo workload with a `workers` mesh of
+16 ranks (`dp × tp` = 2 × 8) stepping in calls of their own, rank 11 slower: the grid
+shows its shape, `M` colours it by the gauge `step` and marks the laggard, `:` marks a slice
+of cells and `k` kills exactly those ranks, `S` groups the stacks of the marked cells. The
+refusals of a read-only console with the in-memory client."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from demojob import DemoJob
+from drive import select, wait_for
+from fakeclient import FakeClient
+from monarch.console._confirm import ConfirmScreen
+from monarch.console._grid_view import GridScreen
+from monarch.console._stack_groups import StackGroupsScreen
+from monarch.console.app import MonarchTop
+from screen_text import screen_text
+
+pytestmark = pytest.mark.timeout(240)
+
+SIZE = (150, 40)
+LAGGARD = 11  # the demo's laggard_of(16)
+
+
+def grid_screen(app: MonarchTop) -> GridScreen | None:
+    return app.screen if isinstance(app.screen, GridScreen) else None
+
+
+def states(job: DemoJob) -> dict[int, str]:
+    """The workers' states by rank ({} until the mesh is spawned)."""
+    found = [m for m in job.client.topology()["meshes"] if m["name"] == "workers"]
+    return {a["rank"]: a["state"] for a in found[0]["actors"]} if found else {}
+
+
+async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(tmp_path):
+    job = DemoJob(tmp_path, "--grid", "16")
+    try:
+        job.wait_until(lambda: len(states(job)) == 16 and set(states(job).values()) ==
+                       {"running"}, 90, "16 workers running")
+        app = MonarchTop(job.client, refresh=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await select(pilot, "workers")
+            await pilot.press("v")
+            screen = await wait_for(pilot, lambda: grid_screen(app), what="the grid")
+            await wait_for(pilot, lambda: screen.cells.grid is not None
+                           and len(screen.cells.grid.cells) == 16, what="16 cells")
+            shown = screen.cells.grid
+            assert [label for label, _ in shown.rows] == ["dp=0", "dp=1"]
+            assert [len(cells) for _, cells in shown.rows] == [8, 8]
+            text = screen_text(app)
+            assert "grid workers {dp: 2, tp: 8} · state · 16 ranks" in text
+            assert re.search(r"dp=0 (● ){7}●", text) and re.search(r"dp=1 (● ){7}●", text)
+
+            # the gauge `step`: rank 11 falls behind, and only rank 11
+            await pilot.press("M")
+            await wait_for(pilot, lambda: screen.metric == "step" and [
+                c.rank for c in screen.cells.grid.cells if c.lagging] == [LAGGARD],
+                90, "rank 11 lagging by its step")
+            await wait_for(pilot, lambda: "metric step (max" in screen_text(app)
+                           and "1 lagging ‹" in screen_text(app), what="the headline")
+            rows = [line for line in screen_text(app).splitlines() if " dp=" in line]
+            assert "‹" in rows[1] and "‹" not in rows[0]  # dp=1's row carries the mark
+            for _ in range(3):  # the cursor to rank 11 = (dp=1, tp=3)
+                await pilot.press("right")
+            await pilot.press("down")
+            await wait_for(pilot, lambda: screen.under_cursor().rank == LAGGARD,
+                           what="the cursor on rank 11")
+            await wait_for(pilot, lambda: re.search(
+                r"rank 11 \(dp=1, tp=3\) · running · metric \d+ · in train_steps · procs-",
+                screen_text(app)), what=lambda: f"the cursor's rank described: {screen_text(app)}")
+
+            # stacks of two marked cells: the laggard apart from a rank in step
+            await pilot.press("space", "left", "space")
+            await wait_for(pilot, lambda: screen.cells.marked == {10, 11}, what="two marks")
+            await pilot.press("S")
+            stacks = await wait_for(pilot, lambda: app.screen if isinstance(
+                app.screen, StackGroupsScreen) and app.screen.runs else None, 60, "stacks")
+            assert stacks.title_text == "stacks: workers (dp=1, tp=2:4)"
+            both_busy = ["rank 10: train_steps  [running train_steps]",
+                         "rank 11: slow_batch ← train_steps  [running train_steps]"]
+            for _ in range(20):  # a rank is idle for a moment between its calls: sample again
+                if sorted(stacks.group_lines) == both_busy:
+                    break
+                runs = stacks.runs
+                await pilot.press("r")
+                await wait_for(pilot, lambda: stacks.runs > runs, 60, "another sample")
+            assert sorted(stacks.group_lines) == both_busy  # two groups of one: rank order
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: grid_screen(app), what="back to the grid")
+
+            # a slice marks cells; k kills exactly them, after confirmation
+            await pilot.press("x", "colon", *"tp=6:8", "enter")
+            await wait_for(pilot, lambda: screen.cells.marked == {6, 7, 14, 15},
+                           what="the slice marked")
+            assert "4 marked" in screen_text(app)
+            await pilot.press("k")
+            confirm = await wait_for(pilot, lambda: app.screen if isinstance(
+                app.screen, ConfirmScreen) else None, what="the confirmation")
+            assert confirm.question == "Kill workers ranks 6-7,14-15 (dp=0, tp=6:8; dp=1, " \
+                                       "tp=6:8)?"
+            await pilot.press("y")
+            job.wait_until(lambda: {r for r, s in states(job).items() if s != "running"}
+                           == {6, 7, 14, 15}, 60, "ranks 6, 7, 14, 15 killed, no other")
+            await wait_for(pilot, lambda: {c.rank for c in screen.cells.grid.cells
+                                           if c.state == "failed"} == {6, 7, 14, 15},
+                           60, "the killed cells failed on the grid")
+            assert "4 failed" in screen_text(app)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
+                           what="back to the tree")
+    finally:
+        job.stop()
+
+
+async def test_a_read_only_console_refuses_every_action_that_changes_the_job():
+    client = FakeClient()
+    app = MonarchTop(client, refresh=0.1, read_only=True)
+    shown: list[str] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
+        shown.append(str(message)), notify(message, *args, **kwargs))[1]
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await select(pilot, "trainers")
+        for key in ("k", "s", "b", "a", "C"):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: len(shown) == ("ksbaC".index(key) + 1),
+                           what=f"{key} refused")
+            assert app.screen is app.screen_stack[0]  # no confirmation opened
+        assert all("read-only console (monarch top --read-only)" in m for m in shown), shown
+        await pilot.press("v")  # looking is allowed: the grid, then kill refused there too
+        screen = await wait_for(pilot, lambda: grid_screen(app), what="the grid")
+        await pilot.press("k")
+        await wait_for(pilot, lambda: len(shown) == 6, what="k refused on the grid")
+        assert isinstance(app.screen, GridScreen) and "read-only" in shown[-1]
+        assert screen.cells.grid is not None and len(screen.cells.grid.cells) == 4
+    assert [name for name, _ in client.calls] == []
+
+
+async def test_v_needs_an_actor_mesh_and_the_grid_follows_the_selected_actor():
+    app = MonarchTop(FakeClient(), refresh=0.1)
+    shown: list[str] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
+        shown.append(str(message)), notify(message, *args, **kwargs))[1]
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await select(pilot, "box")
+        await pilot.press("v")
+        await wait_for(pilot, lambda: shown, what="the warning")
+        assert "select an actor mesh" in shown[0] and app.screen is app.screen_stack[0]
+        await select(pilot, "generators[1]")
+        await pilot.press("v")
+        screen = await wait_for(pilot, lambda: grid_screen(app), what="the grid")
+        assert screen.mesh_id == "m2"
+        await wait_for(pilot, lambda: "grid generators {gpus: 2}" in screen_text(app),
+                       what="the generators' grid")
+        await pilot.press("m")  # state → queue
+        await wait_for(pilot, lambda: "queue (max 0 msgs)" in screen_text(app),
+                       what="the queue measure")
