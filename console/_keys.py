@@ -28,9 +28,12 @@ KEYS: tuple[Key, ...] = (
     Key("l", "focus_logs", "focus the logs", "move"),
     Key("v", "grid", "the selected mesh as its grid: one cell per rank, by a measure", "select",
         "grid"),
-    Key("colon", "slice", "slice the selected mesh (hosts=0, gpus=0:4)", "select", "slice"),
-    Key("escape", "clear", "clear the slice and the log search", "select"),
-    Key("slash", "search", "search the logs", "logs", "search"),
+    Key("colon", "command", "command mode: :meshes :procs :actors :services :transfers :spans "
+        ":jobs, :grid :stacks :logs :sql :save :tree, or a slice of the selected mesh "
+        "(hosts=0, gpus=0:4)", "select", "cmd"),
+    Key("escape", "clear", "clear the slice and the log filter", "select"),
+    Key("slash", "search", "filter the logs: a regular expression, !text inverts", "logs",
+        "filter"),
     Key("m", "logs_follow_selection", "logs of the selected mesh/rank only (toggle)", "logs"),
     Key("f", "follow", "follow the newest logs (toggle)", "logs"),
     Key("u", "fold", "fold identical lines across ranks (toggle)", "logs"),
@@ -47,6 +50,7 @@ KEYS: tuple[Key, ...] = (
     Key("Q", "query", "query the telemetry with SQL (DataFusion)", "inspect", "sql"),
     Key("r", "refresh", "refresh now", "inspect"),
     Key("H", "history", "open the history of the job that ended", "inspect"),
+    Key("ctrl+s", "save_screen", "save the screen to a text file (:save PATH)", "app"),
     Key("question_mark", "help", "this help", "app", "help"),
     Key("q,ctrl+c", "quit", "quit", "app", "quit"),
 )

@@ -13,12 +13,14 @@ from typing import Any
 
 from monarch import telemetry
 
+from ._filter import TextFilter
 from ._model import Index, Row, Snapshot
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogFilter:
-    """Which log records the log pane shows: text search, mesh name, rank, proc."""
+    """Which log records the log pane shows: the `/` filter (a regular expression, `!`
+    inverts: `_filter.TextFilter`), mesh name, rank, proc."""
 
     text: str = ""
     mesh: str | None = None
@@ -32,7 +34,7 @@ class LogFilter:
             return False
         if self.proc is not None and record.get("proc") != self.proc:
             return False
-        return not self.text or self.text.lower() in str(record.get("text", "")).lower()
+        return TextFilter(self.text).matches(str(record.get("text", "")))
 
     def describe(self) -> str:
         """`mesh=trainers rank=2 /loss` (empty when it shows everything)."""

@@ -32,14 +32,17 @@ from ._confirm import ConfirmScreen
 from ._describe import describe
 from ._detail import DetailPane
 from ._diagnostics import DiagnosticsOverlay
+from ._command import CommandError, is_resource, parse
+from ._command_input import CommandInput
 from ._feed import Client, Feed
 from ._grid_view import GridScreen
 from ._header import JobHeader
 from ._help import HelpScreen
 from ._logs import LogPane
 from ._query_pane import QueryPane
+from ._resource_view import ResourceScreen
+from ._screen_text import screen_text
 from ._search_input import SearchInput
-from ._slice_input import SliceInput
 from ._spans import SpanPane
 from ._stack import StackOverlay
 from ._stack_groups import StackGroupsScreen
@@ -132,7 +135,7 @@ class MonarchTop(App[None]):
         with Horizontal(id="lower"):
             yield LogPane(id="logs")
             yield SpanPane(id="spans")
-        yield SliceInput(id="slice")
+        yield CommandInput(id="command")
         yield SearchInput(id="search")
         yield Footer()
 
@@ -146,7 +149,7 @@ class MonarchTop(App[None]):
         self.log_pane = main.query_one(LogPane)
         self.span_pane = main.query_one(SpanPane)
         self.throughput_pane = main.query_one(ThroughputPane)
-        self.slice_input = main.query_one(SliceInput)
+        self.command_input = main.query_one(CommandInput)
         self.search_input = main.query_one(SearchInput)
         self.mesh_tree.focus()
         self.feed.start()
@@ -192,7 +195,7 @@ class MonarchTop(App[None]):
         self.span_pane.show(snap.spans)
         self.throughput_pane.show(snap.transfers)
         self._announce_sessions(snap.sessions)
-        if isinstance(self.screen, GridScreen):
+        if isinstance(self.screen, (GridScreen, ResourceScreen)):
             self.screen.show()
 
     def _render_tree(self) -> None:
@@ -300,29 +303,102 @@ class MonarchTop(App[None]):
     def action_focus_logs(self) -> None:
         self.log_pane.focus()
 
-    # -- slice and search ------------------------------------------------------------------
-    def action_slice(self) -> None:
+    # -- command mode, slice and search ----------------------------------------------------
+    def action_command(self) -> None:
+        """`:`: a command or a slice of the selected row (its slice is there to edit)."""
         row = self.mesh_tree.selected
-        if row is None or row.kind not in ("mesh", "procs"):
-            self.notify("select a mesh (or proc mesh) row to slice it", severity="warning")
-            return
-        box = self.slice_input
-        box.border_title = f"slice {row.label}"
-        box.value = self.slice[1] if self.slice and self.slice[0] == row.key else ""
+        box = self.command_input
+        box.border_title = f": {row.label}" if row is not None else ":"
+        box.value = self.slice[1] if self.slice and row and self.slice[0] == row.key else ""
         box.add_class("shown")
         box.focus()
 
-    def on_slice_input_applied(self, event: SliceInput.Applied) -> None:
-        if self.apply_slice(event.text):
-            self._close_input(SliceInput)
+    def on_command_input_applied(self, event: CommandInput.Applied) -> None:
+        if self.run_command(event.text):
+            self._close_input(CommandInput)
 
-    def on_slice_input_cancelled(self, event: SliceInput.Cancelled) -> None:
-        self._close_input(SliceInput)
+    def on_command_input_cancelled(self, event: CommandInput.Cancelled) -> None:
+        self._close_input(CommandInput)
+
+    def run_command(self, text: str) -> bool:
+        """Runs what was typed after `:` (see `_command`); False (and why) when it cannot be:
+        the input then stays open to fix it."""
+        try:
+            name, arg = parse(text)
+        except CommandError as exc:
+            self.notify(str(exc), title="command", severity="error")
+            return False
+        if name == "slice":
+            return self.apply_slice(arg)
+        if arg and name != "save":
+            self.notify(f":{name} takes no argument", title="command", severity="error")
+            return False
+        if is_resource(name):
+            self._close_input(CommandInput)
+            while len(self.screen_stack) > 1:  # a resource replaces any view open
+                self.pop_screen()
+            self.push_screen(ResourceScreen(name))
+            return True
+        actions = {"tree": self._to_tree, "grid": self.action_grid,
+                   "stacks": self.action_stack_groups, "logs": self.action_focus_logs,
+                   "sql": self.action_query, "help": self.action_help, "quit": self.exit,
+                   "save": lambda: self.save_screen(arg or None)}
+        self._close_input(CommandInput)
+        actions[name]()
+        return True
+
+    def _to_tree(self) -> None:
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.mesh_tree.focus()
+
+    def action_save_screen(self) -> None:
+        self.save_screen()
+
+    def save_screen(self, path: str | None = None) -> str | None:
+        """Writes the screen as text to `path` (default `monarch-top-<job>-<time>.txt` here);
+        returns the path written, None (and why) when it could not be."""
+        import os
+
+        job = (self.snapshot.job or {}).get("job_id", "job")
+        path = path or f"monarch-top-{job}-{time.strftime('%Y%m%d-%H%M%S')}.txt"
+        try:
+            with open(path, "w") as out:
+                out.write(screen_text(self))
+        except OSError as exc:
+            self.notify(f"could not save the screen: {exc}", title="save", severity="error")
+            return None
+        self.notify(f"screen saved to {os.path.abspath(path)}", title="save")
+        return path
+
+    def reveal(self, kind: str, ref: str) -> bool:
+        """Selects the tree's node of `kind` and `ref` (a mesh id, proc mesh, actor key),
+        opening the rows above it; False when the tree has no such node."""
+        rows = model.build_rows(self.snapshot, {**self.expanded, **{
+            r.key: True for r in model.build_rows(self.snapshot, {}) if r.expandable}})
+        found = next((r for r in rows if r.kind == kind and r.ref == ref), None)
+        if found is None:
+            self.notify(f"{kind} {ref} is not in the tree now", severity="warning")
+            return False
+        at = rows.index(found)
+        depth = found.depth
+        for row in reversed(rows[:at]):  # its ancestors: each shallower row above it
+            if row.depth < depth:
+                self.expanded[row.key] = True
+                depth = row.depth
+        self._render_tree()
+        shown = next(i for i, r in enumerate(self.mesh_tree.rows_shown) if r.key == found.key)
+        self.mesh_tree.focus()
+        self.mesh_tree.move_cursor(row=shown)
+        return True
 
     def apply_slice(self, text: str) -> bool:
         """Selects the ranks `text` picks in the selected mesh; False (and a warning) if it does
         not fit."""
         row = self.mesh_tree.selected
+        if row is None or row.kind not in ("mesh", "procs"):
+            self.notify("select a mesh (or proc mesh) row to slice it", severity="warning")
+            return False
         try:
             target = model.target_of(self.snapshot, row, text)
         except (model.SliceError, model.TargetError) as exc:

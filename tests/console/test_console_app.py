@@ -51,8 +51,9 @@ async def test_actions_that_do_not_fit_the_selection_warn_and_do_nothing():
     async with app.run_test(size=(150, 40), notifications=True) as pilot:
         await wait_for(pilot, lambda: len(app.mesh_tree.rows_shown) > 5)
         await pilot.press("g")  # the job row
-        for key in ("k", "s", "b", "p", "colon"):
+        for key in ("k", "s", "b", "p"):
             await pilot.press(key)
+        await pilot.press("colon", *"gpus=0", "enter", "escape")  # a slice of the job row
         await pilot.press("a")  # no paused actor
         await select(pilot, "trainers")
         await pilot.press("b")  # a whole mesh: which rank?

@@ -116,14 +116,14 @@ async def test_slice_then_kill_sigkills_those_procs(fresh_job):
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, "trainers")
         await pilot.press("colon")
-        assert app.slice_input.has_focus
+        assert app.command_input.has_focus
         await pilot.press(*"gpus=9", "enter")  # out of range: refused, input stays open
-        assert app.slice is None and app.slice_input.has_focus
+        assert app.slice is None and app.command_input.has_focus
         for typo in ("gpus", "gpus=0:2,gpus=1", "hosts=0", "gpus=("):  # never all ranks
-            app.slice_input.value = ""
+            app.command_input.value = ""
             await pilot.press(*typo, "enter")
-            assert app.slice is None and app.slice_input.has_focus, typo
-        app.slice_input.value = ""
+            assert app.slice is None and app.command_input.has_focus, typo
+        app.command_input.value = ""
         await pilot.press(*"gpus=1:3", "enter")
         assert app.slice == ("mesh:local:" + app.mesh_tree.selected.ref, "gpus=1:3")
         assert {r.label for r in app.mesh_tree.rows_shown if r.marked} == {"trainers[1]",

@@ -165,9 +165,15 @@ def test_filter_follows_the_selected_row():
 def test_keys_cover_the_issue_and_do_not_clash():
     actions = {k.action for k in keys.KEYS}
     assert {"kill", "stop", "attach", "break_next", "stack", "diagnose", "help", "quit",
-            "search", "slice", "focus_logs", "cursor_down", "cursor_up"} <= actions
+            "search", "command", "grid", "save_screen", "focus_logs", "cursor_down",
+            "cursor_up"} <= actions
     bound = [key for k in keys.KEYS for key in k.keys.split(",")]
     assert len(bound) == len(set(bound))
+    in_grid = [key for k in keys.GRID_KEYS for key in k.keys.split(",")]
+    assert len(in_grid) == len(set(in_grid))
+    grid_actions = {k.action for k in keys.GRID_KEYS}
+    assert {f"act('{a}')" for a in ("kill", "stop", "break_next", "attach", "stack",
+                                     "stack_groups")} <= grid_actions  # every action key
     assert keys.key_for("kill").keys.split(",")[0] == "k"
     assert keys.display_key("slash") == "/" and keys.display_key("ctrl+k") == "^k"
     footer = [k.footer for k in keys.KEYS if k.footer]

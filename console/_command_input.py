@@ -1,17 +1,21 @@
-"""The slice input: ranks of the selected mesh, as `hosts=0, gpus=0:4`."""
+"""The `:` input: a command (`meshes`, `slice gpus=0:2`, ...) or a slice (`gpus=0:2`), with the
+commands completed as they are typed (→ accepts)."""
 
 from __future__ import annotations
 
 from textual import events
 from textual.message import Message
+from textual.suggester import SuggestFromList
 from textual.widgets import Input
 
+from ._command import ALIASES, COMMANDS
 
-class SliceInput(Input):
-    """`hosts=0, gpus=0:4`: selects ranks of the selected mesh (enter applies, esc cancels)."""
+
+class CommandInput(Input):
+    """Enter runs what was typed (the app parses and checks it), esc cancels."""
 
     class Applied(Message):
-        """The user pressed enter (the app validates against the mesh's extent)."""
+        """The user pressed enter."""
 
         def __init__(self, text: str) -> None:
             self.text = text
@@ -21,7 +25,10 @@ class SliceInput(Input):
         """The user pressed escape."""
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(placeholder="slice, e.g. hosts=0, gpus=0:4 (blank: whole mesh)",
+        words = [*COMMANDS, *ALIASES]
+        super().__init__(placeholder="meshes, procs, actors, services, jobs, grid, sql... "
+                                     "or a slice: gpus=0:4 (→ completes, esc cancels)",
+                         suggester=SuggestFromList(words, case_sensitive=False),
                          **kwargs)  # type: ignore[arg-type]
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
