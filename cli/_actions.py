@@ -7,7 +7,6 @@ from typing import Any
 import typer
 
 from monarch.admin import AdminClient, SelectionError, select_ranks
-from monarch.telemetry import compress_ranks
 
 from ._common import EXIT_FAILED, call, client, emit_json, fail, find_mesh, note, paint, state
 
@@ -193,24 +192,16 @@ def stack(ctx: typer.Context,
 
 def render_stack_groups(result: dict[str, Any]) -> list[str]:
     """The groups of `monarch stack MESH --group`: a summary line each (the odd ones out
-    first), then each group's stack, innermost frame last."""
+    first), then each group's stack, innermost frame last (the console's words)."""
+    from monarch.console._format import frame_text, ranks_text, stack_group_text, stacks_headline
+
     groups = result["groups"]
-    lines = [f"{result['name']} ({result['mesh']}): {sum(len(g['ranks']) for g in groups)} "
-             f"ranks, {len(groups)} distinct stack{'s' if len(groups) != 1 else ''}"]
+    lines = [stacks_headline(result)] + [f"  {stack_group_text(g)}" for g in groups]
     for g in groups:
-        lines.append(f"  {_ranks_text(g['ranks'])}: {g['summary']}"
-                     + (f"  [running {', '.join(g['running'])}]" if g["running"] else ""))
-    for g in groups:
-        if not g["frames"]:
-            continue
-        lines.append("")
-        lines.append(f"{_ranks_text(g['ranks'])}:")
-        lines += [f"  {file}:{line} in {name}" for file, line, name in g["frames"]]
+        if g["frames"]:
+            lines += ["", f"{ranks_text(g['ranks'])}:"]
+            lines += [f"  {frame_text(frame)}" for frame in g["frames"]]
     return lines
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    return f"rank{'s' if len(ranks) != 1 else ''} {compress_ranks(ranks)}"
 
 
 def break_next(ctx: typer.Context,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -54,3 +55,33 @@ def sparkline(values: Sequence[float], width: int = 30) -> str:
         return _BLOCKS[1] * len(tail)
     return "".join(_BLOCKS[max(1, round(v / top * (len(_BLOCKS) - 1)))] if v > 0 else _BLOCKS[1]
                    for v in tail)
+
+
+# -- grouped stacks (`S` in the console, `monarch stack MESH --group`) ----------------------------
+
+def ranks_text(ranks: Sequence[int]) -> str:
+    """`rank 2`, `ranks 0-1,3`."""
+    from monarch.telemetry import compress_ranks
+
+    return f"rank{'s' if len(ranks) != 1 else ''} {compress_ranks(ranks)}"
+
+
+def stacks_headline(result: Mapping[str, Any]) -> str:
+    """`waiters (mesh id): 4 ranks, 2 distinct stacks` (an `AdminClient.stacks` answer)."""
+    groups = result.get("groups", [])
+    ranks = sum(len(g["ranks"]) for g in groups)
+    return (f"{result.get('name')} ({result.get('mesh')}): {ranks} ranks, {len(groups)} "
+            f"distinct stack{'s' if len(groups) != 1 else ''}")
+
+
+def stack_group_text(group: Mapping[str, Any]) -> str:
+    """`rank 2: hold_the_line ← work  [running work]`."""
+    running = group.get("running")
+    return f"{ranks_text(group['ranks'])}: {group['summary']}" + (
+        f"  [running {', '.join(running)}]" if running else "")
+
+
+def frame_text(frame: Sequence[Any]) -> str:
+    """`file:line in function`."""
+    file, line, function = frame
+    return f"{file}:{line} in {function}"

@@ -12,8 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static, Tree
 
-from monarch import telemetry
-
+from ._format import frame_text, stack_group_text, stacks_headline
 from ._overlay import Overlay
 
 
@@ -73,29 +72,20 @@ class StackGroupsScreen(Overlay):
 
 
 def headline(result: dict[str, Any]) -> Text:
-    """`waiters (mesh id): 4 ranks, 2 distinct stacks`."""
-    groups = result.get("groups", [])
-    ranks = sum(len(g["ranks"]) for g in groups)
-    plural = "s" if len(groups) != 1 else ""
-    return Text.assemble((f"{result.get('name')}", "bold"), f" ({result.get('mesh')}): "
-                         f"{ranks} ranks, {len(groups)} distinct stack{plural}")
+    """`waiters (mesh id): 4 ranks, 2 distinct stacks`, the name in bold."""
+    text = stacks_headline(result)
+    name = str(result.get("name"))
+    return Text.assemble((name, "bold"), text[len(name):])
 
 
 def group_line(group: dict[str, Any]) -> Text:
     """`rank 2: hold_the_line ← work  [running work]`; an error red, an idle group dim."""
-    line = f"{ranks_text(group['ranks'])}: {group['summary']}"
-    if group.get("running"):
-        line += f"  [running {', '.join(group['running'])}]"
     style = "red" if group.get("error") else "" if group.get("frames") else "dim"
-    return Text(line, style=style)
+    return Text(stack_group_text(group), style=style)
 
 
 def frame_line(frame: Sequence[Any]) -> Text:
-    """`file:line in function`."""
-    file, line, function = frame
-    return Text.assemble(f"{file}:{line} in ", (str(function), "bold"))
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """`rank 2`, `ranks 0-1,3`."""
-    return f"rank{'s' if len(ranks) != 1 else ''} {telemetry.compress_ranks(ranks)}"
+    """`file:line in function`, the function in bold."""
+    text = frame_text(frame)
+    function = str(frame[2])
+    return Text.assemble(text[:-len(function)], (function, "bold"))
