@@ -6,7 +6,7 @@ in the process (fragments of freed memory are not returned while anything above 
 Over a long job its RSS then steps up with each burst and never comes down, though the Python
 objects it holds stay flat (bench/soak.py's census). Three settings hold it:
 
-- `limit_arenas` caps the arenas at the job's start, and fixes glibc's mmap threshold at
+- `limit_arenas` caps the arenas at the job's start (to one), and fixes glibc's mmap threshold at
   `CONTROLLER_MMAP_THRESHOLD`: left dynamic, it climbs to 32 MiB after the first big block is
   freed, and every later block under that (a Parquet page, a history pass's Arrow columns, a
   message of a few MiB) is carved from an arena, whose holes it leaves behind; a block above
@@ -33,8 +33,11 @@ M_MMAP_THRESHOLD = -3
 CONTROLLER_MMAP_THRESHOLD = 1 << 20
 """Blocks from 1 MiB up are mappings of their own in the controller."""
 
-CONTROLLER_ARENAS = 4
-"""Arenas of the controller (the procs run with one: `_host._agent.MALLOC_DEFAULTS`)."""
+CONTROLLER_ARENAS = 1
+"""Arenas of the controller: one heap that every thread shares (the GIL serializes most of
+their allocations anyway), which `trim` hands back whole. With four, the three heaps of the
+busiest threads kept growing by their holes (50 min soak: 41 → 62 MB as its thread pools
+filled), with one arena the soak's floor stays flat."""
 
 _libc: Any = None
 
