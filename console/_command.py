@@ -1,7 +1,8 @@
 """`:` command mode (k9s's): a resource or a view by name, with completion.
 
 `:meshes`, `:procs`, `:actors`, `:services`, `:transfers`, `:spans`, `:jobs` open a resource
-table; `:tree` goes back to the tree, `:grid` and `:stacks` open the selected mesh's, `:logs`
+table; `:tree` goes back to the tree, `:grid`, `:stacks` and `:timeline` open the selected
+mesh's, `:logs`
 focuses the logs, `:sql` the query pane, `:slice gpus=0:2` slices the selected mesh (a bare
 `gpus=0:2` does too), `:save` writes the screen to a text file, `:help`, `:quit`. Singular
 names and a few k9s habits (`:svc`, `:q`) are accepted. Pure: `parse` says what to run.
@@ -22,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "tree": "back to the tree",
     "grid": "the selected mesh as its grid",
     "stacks": "every rank's stack of the selected mesh, grouped",
+    "timeline": "the selected mesh's spans as bars on a time axis",
     "logs": "focus the logs",
     "sql": "query the telemetry with SQL",
     "slice": "slice the selected mesh: slice gpus=0:2",

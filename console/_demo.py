@@ -124,9 +124,20 @@ class Chatty(Actor):
         return count
 
 
+def batch(seconds: float) -> None:
+    """One step's work (a span of its own: the console's timeline shows it)."""
+    from monarch.telemetry import span
+
+    with span("batch"):
+        time.sleep(seconds)
+
+
 def slow_batch(seconds: float) -> None:
     """The laggard's batch: half again as long as everyone else's."""
-    time.sleep(seconds * 1.5)
+    from monarch.telemetry import span
+
+    with span("slow_batch"):
+        time.sleep(seconds * 1.5)
 
 
 class Worker(Actor):
@@ -149,7 +160,7 @@ class Worker(Actor):
             if self.laggard:
                 slow_batch(seconds)
             else:
-                time.sleep(seconds)
+                batch(seconds)
             self.steps += 1
             self.gauge.set(self.steps, {"rank": str(self.rank)})
         return self.steps

@@ -28,6 +28,8 @@ KEYS: tuple[Key, ...] = (
     Key("l", "focus_logs", "focus the logs", "move"),
     Key("v", "grid", "the selected mesh as its grid: one cell per rank, by a measure", "select",
         "grid"),
+    Key("t", "timeline", "the selected mesh's (or actor's) last seconds of spans as bars, one "
+        "lane per rank (+/- zoom)", "inspect", "timeline"),
     Key("colon", "command", "command mode: :meshes :procs :actors :services :transfers :spans "
         ":jobs, :grid :stacks :logs :sql :save :tree, or a slice of the selected mesh "
         "(hosts=0, gpus=0:4)", "select", "cmd"),

@@ -47,6 +47,7 @@ from ._spans import SpanPane
 from ._stack import StackOverlay
 from ._stack_groups import StackGroupsScreen
 from ._throughput import ThroughputPane
+from ._timeline_view import TimelineScreen
 from ._tree import MeshTree
 
 TICK_S = 0.1
@@ -195,7 +196,7 @@ class MonarchTop(App[None]):
         self.span_pane.show(snap.spans)
         self.throughput_pane.show(snap.transfers)
         self._announce_sessions(snap.sessions)
-        if isinstance(self.screen, (GridScreen, ResourceScreen)):
+        if isinstance(self.screen, (GridScreen, ResourceScreen, TimelineScreen)):
             self.screen.show()
 
     def _render_tree(self) -> None:
@@ -340,6 +341,7 @@ class MonarchTop(App[None]):
             self.push_screen(ResourceScreen(name))
             return True
         actions = {"tree": self._to_tree, "grid": self.action_grid,
+                   "timeline": self.action_timeline,
                    "stacks": self.action_stack_groups, "logs": self.action_focus_logs,
                    "sql": self.action_query, "help": self.action_help, "quit": self.exit,
                    "save": lambda: self.save_screen(arg or None)}
@@ -559,6 +561,18 @@ class MonarchTop(App[None]):
                         severity="warning")
             return
         self.push_screen(GridScreen(mesh))
+
+    def action_timeline(self) -> None:
+        """The selected mesh's spans (or the selected actor's) as bars on a time axis."""
+        row = self.mesh_tree.selected
+        if row is not None and row.kind == "mesh":
+            self.push_screen(TimelineScreen(row.ref))
+        elif row is not None and row.kind == "actor":
+            mesh, actor = model.Index(self.snapshot).actors[row.ref]
+            self.push_screen(TimelineScreen(mesh["mesh"], actor["rank"]))
+        else:
+            self.notify("select an actor mesh (or an actor) to see its timeline",
+                        severity="warning")
 
     def _act_kill(self, target: model.Target) -> None:
         self._confirm_then(target, "kill", "Kill", "SIGKILL to",

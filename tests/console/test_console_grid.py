@@ -78,7 +78,7 @@ async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(t
             stacks = await wait_for(pilot, lambda: app.screen if isinstance(
                 app.screen, StackGroupsScreen) and app.screen.runs else None, 60, "stacks")
             assert stacks.title_text == "stacks: workers (dp=1, tp=2:4)"
-            both_busy = ["rank 10: train_steps  [running train_steps]",
+            both_busy = ["rank 10: batch ← train_steps  [running train_steps]",
                          "rank 11: slow_batch ← train_steps  [running train_steps]"]
             for _ in range(20):  # a rank is idle for a moment between its calls: sample again
                 if sorted(stacks.group_lines) == both_busy:
