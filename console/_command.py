@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "procs": "the procs, one row each",
     "actors": "every actor",
     "services": "the service replicas (health, load)",
+    "weights": "the weight versions published (monarch.weights) and their reads",
     "transfers": "data-plane throughput by link, mesh and kind",
     "spans": "the newest spans",
     "jobs": "the jobs running on this machine",
@@ -33,8 +34,9 @@ COMMANDS: dict[str, str] = {
 }
 """Every command, with what it does (the completion offers them in this order)."""
 ALIASES = {"mesh": "meshes", "proc": "procs", "actor": "actors", "service": "services",
-           "svc": "services", "transfer": "transfers", "span": "spans", "job": "jobs",
-           "log": "logs", "query": "sql", "q": "quit", "q!": "quit", "stack": "stacks"}
+           "svc": "services", "weight": "weights", "transfer": "transfers", "span": "spans",
+           "job": "jobs", "log": "logs", "query": "sql", "q": "quit", "q!": "quit",
+           "stack": "stacks"}
 
 
 class CommandError(ValueError):

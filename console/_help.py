@@ -16,10 +16,10 @@ GROUPS = {"move": "Move", "select": "Select", "logs": "Logs", "act": "Act on the
           "grid": "In the grid (v)"}
 
 LEGEND = ("States: [green]● running[/]  [bold red]✖ failed[/] (root cause beside it)  "
-          "[bold magenta]⏸ paused[/] in pdb  [bold #ffaf00]◷ stalled[/]  [yellow]◌ starting[/]  "
-          "[dim]○ stopped[/]\n"
-          "Grid shades: [dim]·[/] none ░ ▒ ▓ █ the mesh's maximum; [bold red]‹[/] lagging, "
-          "[bold #ffaf00]![/] stalled\n"
+          "[bold magenta]⏸ paused[/] in pdb  [bold #ffaf00]◷ stalled[/]  "
+          "[yellow]◌ starting[/]  [dim]○ stopped[/]\n"
+          "Grid shades: [dim]·[/] none ░ ▒ ▓ █ the mesh's maximum; [bold red]‹[/] "
+          "lagging, [bold #ffaf00]![/] stalled\n"
           "Slice syntax: [b]hosts=0, gpus=0:4[/b] — index, a:b[:step] range or (a,b) list "
           "per dimension; blank = the whole mesh.\n"
           "Attached to pdb: type pdb commands; [b]c[/b] continues the actor, [b]detach[/b] "

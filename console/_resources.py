@@ -1,6 +1,7 @@
 """The console's resources (k9s's `:pods`, `:deploy`): each a table made from one snapshot.
 
-`:meshes`, `:procs`, `:actors`, `:services`, `:transfers`, `:spans` and `:jobs` open a table
+`:meshes`, `:procs`, `:actors`, `:services`, `:weights` (the versions of `monarch.weights`),
+`:transfers`, `:spans` and `:jobs` open a table
 of that resource; `/` filters its rows (`_filter.TextFilter`), enter jumps to the row's node
 in the tree. Pure: `table(kind, snapshot, rates)` gives the columns and the rows; the jobs of
 this machine come from the caller (`monarch.admin.discover()`).
@@ -16,7 +17,7 @@ from typing import Any
 from ._format import fmt_bytes
 from ._model import FAILED, Index, Snapshot, actor_key, format_extent, running_note
 
-RESOURCES = ("meshes", "procs", "actors", "services", "transfers", "spans", "jobs")
+RESOURCES = ("meshes", "procs", "actors", "services", "weights", "transfers", "spans", "jobs")
 """The resource tables; `_command.COMMANDS` adds the views that are not tables."""
 
 
@@ -112,6 +113,14 @@ def _services(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
     return ("SERVICE", "REPLICA", "MESH", "STATE", "OUTSTANDING", "CURRENT", "RANKS"), items
 
 
+def _weights(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
+             jobs: Any) -> tuple[tuple[str, ...], list[Item]]:
+    found = (snapshot.topology or {}).get("weights") or []
+    items = [Item((str(w["key"]), str(w.get("version", 0)), fmt_bytes(w.get("bytes", 0)),
+                   str(w.get("reads", 0)))) for w in found]
+    return ("KEY", "VERSION", "BYTES", "READS"), items
+
+
 def _transfers(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
                jobs: Any) -> tuple[tuple[str, ...], list[Item]]:
     found = snapshot.transfers or {}
@@ -155,7 +164,7 @@ def _jobs(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
 
 
 _BUILDERS = {"meshes": _meshes, "procs": _procs, "actors": _actors, "services": _services,
-             "transfers": _transfers, "spans": _spans, "jobs": _jobs}
+             "weights": _weights, "transfers": _transfers, "spans": _spans, "jobs": _jobs}
 
 
 def _most_common(states: list[str]) -> str:

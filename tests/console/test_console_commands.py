@@ -158,6 +158,10 @@ def test_every_resource_is_a_table_of_the_snapshot():
                                                {"job_id": "job-2", "pid": 2}])
     assert [i.cells[:2] for i in jobs.items] == [("job-1", "this console"), ("job-2", "")]
     assert resources.table("services", snap).items == ()
+    topo = dict(client.topology(), weights=[{"key": "policy", "version": 3, "bytes": 4 << 20,
+                                             "reads": 7}])
+    weights = resources.table("weights", Snapshot(client.job(), topo))
+    assert [i.cells for i in weights.items] == [("policy", "3", "4.0 MiB", "7")]
     assert resources.table("transfers", snap).columns[0] == "BY"
     with pytest.raises(ValueError, match="unknown resource 'pods'"):
         resources.table("pods", snap)
