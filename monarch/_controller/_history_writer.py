@@ -211,7 +211,6 @@ class Watcher:
         if self.history is not None:
             import pyarrow.parquet  # noqa: F401 - here, at the job's start, not in its first
             # pass among the calls: the import holds the GIL for ~0.1 s
-            _malloc.arrow_on_malloc()
             self._next_history = time.monotonic() + HISTORY_S  # the first pass: a full one
         while not self._stop.wait(WATCH_S):
             self.tick()

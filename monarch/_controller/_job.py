@@ -80,6 +80,7 @@ class Job:
         # settings first: one that does not read stops the job before it made anything
         budget = Budget.from_mb(number("MONARCH_TELEMETRY_MB", DEFAULT_MB, above=True))
         _malloc.limit_arenas()  # before the job's threads start (see `_runtime._malloc`)
+        _malloc.arrow_on_malloc()  # before the history writer imports pyarrow
         self.stall_s = _stall_s()
         """A handler running longer than this many seconds is stalled (MONARCH_STALL_S)."""
         history_mb = number("MONARCH_HISTORY_MB", DEFAULT_HISTORY_MB, above=True)

@@ -72,16 +72,24 @@ def limit_arenas(arenas: int = CONTROLLER_ARENAS,
 
 
 def arrow_on_malloc() -> bool:
-    """Makes pyarrow allocate from the system's malloc (what `trim` reaches); False when
-    pyarrow is missing or `ARROW_DEFAULT_MEMORY_POOL` names a pool (the user's choice wins)."""
+    """Makes Arrow allocate from the system's malloc (what `trim` reaches) rather than its
+    bundled mimalloc, which reserves a GiB and kept what a history pass had used; False when
+    `ARROW_DEFAULT_MEMORY_POOL` already names a pool (the user's choice wins).
+
+    Before pyarrow is imported, Arrow's C++ default is set (`ARROW_DEFAULT_MEMORY_POOL`, read
+    once, when the pool is first used: the Parquet writer's buffers come from it too); after,
+    only pyarrow's own default can still change (its Python calls; what C++ allocates for
+    itself stays on mimalloc)."""
     import os
+    import sys
 
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return False
-    try:
-        import pyarrow as pa
-    except ImportError:
-        return False
+    if "pyarrow" not in sys.modules:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+        return True
+    import pyarrow as pa
+
     pa.set_memory_pool(pa.system_memory_pool())
     return True
 

@@ -68,8 +68,11 @@ def test_a_big_block_freed_in_the_controller_is_given_back_at_once() -> None:
         small = [bytearray(64) for _ in range(1000)]  # allocated after them, kept
         held = rss()
         del blocks
-        print(json.dumps({"base": base, "held": held, "freed": rss(),
-                          "arrow": _malloc.arrow_on_malloc()}))
+        freed = rss()
+        arrow = _malloc.arrow_on_malloc()  # before pyarrow: its C++ default too
+        import pyarrow as pa
+        print(json.dumps({"base": base, "held": held, "freed": freed, "arrow": arrow,
+                          "pool": pa.default_memory_pool().backend_name}))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True, env={"PATH": "/usr/bin:/bin"})
@@ -78,4 +81,4 @@ def test_a_big_block_freed_in_the_controller_is_given_back_at_once() -> None:
     m = json.loads(out.stdout)
     assert m["held"] - m["base"] > 90, m
     assert m["freed"] < m["base"] + 10, m  # no trim needed: the mappings went back
-    assert m["arrow"] is True
+    assert m["arrow"] is True and m["pool"] == "system"
