@@ -24,7 +24,6 @@ class ResourceScreen(Screen[None]):
 
     BINDINGS = [Binding("escape", "back", "back"),
                 Binding("slash", "filter", "filter"),
-                Binding("colon", "command", "cmd"),
                 Binding("enter", "jump", "go to it in the tree"),
                 Binding("q", "app.quit", "quit", show=False)]
 
@@ -82,24 +81,6 @@ class ResourceScreen(Screen[None]):
         box.value = self.filter.text
         box.add_class("shown")
         box.focus()
-
-    def action_command(self) -> None:
-        """`:` here as on the tree: another resource, a view, back to the tree."""
-        box = self.query_one(CommandInput)
-        box.value = ""
-        box.add_class("shown")
-        box.focus()
-
-    def on_command_input_applied(self, event: CommandInput.Applied) -> None:
-        event.stop()
-        box = self.query_one(CommandInput)
-        if self.app.run_command(event.text):  # type: ignore[attr-defined]
-            box.remove_class("shown")
-
-    def on_command_input_cancelled(self, event: CommandInput.Cancelled) -> None:
-        event.stop()
-        self.query_one(CommandInput).remove_class("shown")
-        self.data_table.focus()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "resource-filter":

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Static
 
 from . import _model as model
 from . import _timeline as timeline
+from ._command_input import CommandInput
 
 PALETTE = ("#5fafff", "#87d700", "#ffaf00", "#d787ff", "#5fd7d7", "#ff8787", "#afaf5f",
            "#8787ff")
@@ -49,6 +50,7 @@ class TimelineScreen(Screen[None]):
         yield Static(id="timeline-head")
         with VerticalScroll(id="timeline-box"):
             yield Static(id="timeline-body")
+        yield CommandInput(id="timeline-command")  # `:` here as on the tree
         yield Footer()
 
     def on_mount(self) -> None:
@@ -56,12 +58,14 @@ class TimelineScreen(Screen[None]):
         self.set_interval(FETCH_S, self.action_fetch)
 
     def action_fetch(self) -> None:
-        self._fetch(getattr(self.app, "client", None))
+        mesh = model.Index(self.app.snapshot).meshes.get(self.mesh_id)  # type: ignore
+        if mesh is not None:  # by name: a live job's API and a history both take it
+            self._fetch(getattr(self.app, "client", None), mesh["name"])
 
     @work(thread=True, exclusive=True, group="timeline")
-    def _fetch(self, client: Any) -> None:
+    def _fetch(self, client: Any, mesh_name: str) -> None:
         try:
-            spans, error = client.spans(mesh=self.mesh_id, limit=SPANS), None
+            spans, error = client.spans(mesh=mesh_name, limit=SPANS), None
         except Exception as exc:  # noqa: BLE001 - shown in the view
             spans, error = [], f"{type(exc).__name__}: {exc}"
         self.app.call_from_thread(self._fetched, spans, error)
@@ -87,7 +91,7 @@ class TimelineScreen(Screen[None]):
         suffix = max((len(f" ▶ {method}") for method, _ in running.values()), default=0)
         width = max(self.size.width - max((len(v) for v in labels.values()), default=8)
                     - suffix - 6, 10)  # the label's space, the box's padding, the scrollbar
-        shown = timeline.build(self.spans, [a["rank"] for a in actors], time.time_ns(),
+        shown = timeline.build(self.spans, [a["rank"] for a in actors], self.now_ns(),
                                self.window_s, width, labels, running)
         self.shown = shown
         colours = {name: PALETTE[i % len(PALETTE)] for i, (name, _) in enumerate(shown.names)}
@@ -97,6 +101,14 @@ class TimelineScreen(Screen[None]):
                                   f"lane(s) · {len(self.spans)} spans fetched",
                                   (f" · {self.error}" if self.error else "", "red")))
         body.update(render(shown, colours, self.window_s))
+
+    def now_ns(self) -> int:
+        """The right edge: now in a running job; in one that ended (a history), its newest
+        span's end."""
+        job = self.app.snapshot.job or {}  # type: ignore[attr-defined]
+        if job.get("state", "running") == "running" and self.app.ended is None:  # type: ignore
+            return time.time_ns()
+        return max((int(s.get("end_ns") or 0) for s in self.spans), default=time.time_ns())
 
     def action_zoom(self, step: int) -> None:
         windows = timeline.WINDOWS_S

@@ -306,9 +306,10 @@ class MonarchTop(App[None]):
 
     # -- command mode, slice and search ----------------------------------------------------
     def action_command(self) -> None:
-        """`:`: a command or a slice of the selected row (its slice is there to edit)."""
+        """`:`: a command or a slice of the selected row (its slice is there to edit); on a
+        view with a command input of its own (a resource table, the timeline), that one."""
         row = self.mesh_tree.selected
-        box = self.command_input
+        box = self._command_box()
         box.border_title = f": {row.label}" if row is not None else ":"
         box.value = self.slice[1] if self.slice and row and self.slice[0] == row.key else ""
         box.add_class("shown")
@@ -441,7 +442,18 @@ class MonarchTop(App[None]):
         if event.done:
             self._close_input(SearchInput)
 
+    def _command_box(self) -> CommandInput:
+        """The command input of the screen shown (the tree's, unless the view has one)."""
+        found = self.screen.query(CommandInput)
+        return found.first() if found else self.command_input
+
     def _close_input(self, kind: type) -> None:
+        if kind is CommandInput and self.screen is not self.screen_stack[0]:
+            box = self._command_box()
+            box.remove_class("shown")
+            if box is not self.command_input:
+                self.screen.focus_next()  # back to the view's table or body
+                return
         self.screen_stack[0].query_one(kind).remove_class("shown")
         self.mesh_tree.focus()
 

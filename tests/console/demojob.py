@@ -21,13 +21,13 @@ from monarch.admin import AdminClient
 class DemoJob:
     """`python -m monarch.console._demo` with its own run directory and control directory."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         # ipc socket paths must stay short (108 bytes): the run directory is not under root
         self.run_dir = Path(tempfile.mkdtemp(prefix="ct-"))
         self.control = root / "control"
         self.control.mkdir(exist_ok=True)
         self.log = root / "workload.log"
-        self.env = dict(os.environ, MONARCH_RUN_DIR=str(self.run_dir))
+        self.env = dict(os.environ, MONARCH_RUN_DIR=str(self.run_dir), **(env or {}))
         command = [sys.executable, "-m", "monarch.console._demo", "--control",
                    str(self.control), "--interval", "0.3", *args]
         with open(self.log, "wb") as out:
