@@ -7,6 +7,7 @@ refusals of a read-only console with the in-memory client."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 from demojob import DemoJob
@@ -15,6 +16,7 @@ from fakeclient import FakeClient
 from monarch.console._confirm import ConfirmScreen
 from monarch.console._grid_view import GridScreen
 from monarch.console._stack_groups import StackGroupsScreen
+from monarch.console._timeline_view import TimelineScreen
 from monarch.console.app import MonarchTop
 from screen_text import screen_text
 
@@ -34,84 +36,132 @@ def states(job: DemoJob) -> dict[int, str]:
     return {a["rank"]: a["state"] for a in found[0]["actors"]} if found else {}
 
 
-async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(tmp_path):
-    job = DemoJob(tmp_path, "--grid", "16")
+@pytest.fixture(scope="module")
+def grid_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoJob]:
+    """The demo with 16 workers, shared by the timeline's test and the grid's (last: it kills
+    four of them)."""
+    job = DemoJob(tmp_path_factory.mktemp("grid"), "--grid", "16")
     try:
         job.wait_until(lambda: len(states(job)) == 16 and set(states(job).values()) ==
                        {"running"}, 90, "16 workers running")
-        app = MonarchTop(job.client, refresh=0.3)
-        async with app.run_test(size=SIZE) as pilot:
-            await select(pilot, "workers")
-            await pilot.press("v")
-            screen = await wait_for(pilot, lambda: grid_screen(app), what="the grid")
-            await wait_for(pilot, lambda: screen.cells.grid is not None
-                           and len(screen.cells.grid.cells) == 16, what="16 cells")
-            shown = screen.cells.grid
-            assert [label for label, _ in shown.rows] == ["dp=0", "dp=1"]
-            assert [len(cells) for _, cells in shown.rows] == [8, 8]
-            text = screen_text(app)
-            assert "grid workers {dp: 2, tp: 8} · state · 16 ranks" in text
-            assert re.search(r"dp=0 (● ){7}●", text) and re.search(r"dp=1 (● ){7}●", text)
-
-            # the gauge `step`: rank 11 falls behind, and only rank 11
-            await pilot.press("M")
-            await wait_for(pilot, lambda: screen.metric == "step" and [
-                c.rank for c in screen.cells.grid.cells if c.lagging] == [LAGGARD],
-                90, "rank 11 lagging by its step")
-            await wait_for(pilot, lambda: "metric step (max" in screen_text(app)
-                           and "1 lagging ‹" in screen_text(app), what="the headline")
-            rows = [line for line in screen_text(app).splitlines() if " dp=" in line]
-            assert "‹" in rows[1] and "‹" not in rows[0]  # dp=1's row carries the mark
-            for _ in range(3):  # the cursor to rank 11 = (dp=1, tp=3)
-                await pilot.press("right")
-            await pilot.press("down")
-            await wait_for(pilot, lambda: screen.under_cursor().rank == LAGGARD,
-                           what="the cursor on rank 11")
-            await wait_for(pilot, lambda: re.search(
-                r"rank 11 \(dp=1, tp=3\) · running · metric \d+ · in train_steps · procs-",
-                screen_text(app)), what=lambda: f"the cursor's rank described: {screen_text(app)}")
-
-            # stacks of two marked cells: the laggard apart from a rank in step
-            await pilot.press("space", "left", "space")
-            await wait_for(pilot, lambda: screen.cells.marked == {10, 11}, what="two marks")
-            await pilot.press("S")
-            stacks = await wait_for(pilot, lambda: app.screen if isinstance(
-                app.screen, StackGroupsScreen) and app.screen.runs else None, 60, "stacks")
-            assert stacks.title_text == "stacks: workers (dp=1, tp=2:4)"
-            both_busy = ["rank 10: batch ← train_steps  [running train_steps]",
-                         "rank 11: slow_batch ← train_steps  [running train_steps]"]
-            for _ in range(20):  # a rank is idle for a moment between its calls: sample again
-                if sorted(stacks.group_lines) == both_busy:
-                    break
-                runs = stacks.runs
-                await pilot.press("r")
-                await wait_for(pilot, lambda: stacks.runs > runs, 60, "another sample")
-            assert sorted(stacks.group_lines) == both_busy  # two groups of one: rank order
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: grid_screen(app), what="back to the grid")
-
-            # a slice marks cells; k kills exactly them, after confirmation
-            await pilot.press("x", "colon", *"tp=6:8", "enter")
-            await wait_for(pilot, lambda: screen.cells.marked == {6, 7, 14, 15},
-                           what="the slice marked")
-            assert "4 marked" in screen_text(app)
-            await pilot.press("k")
-            confirm = await wait_for(pilot, lambda: app.screen if isinstance(
-                app.screen, ConfirmScreen) else None, what="the confirmation")
-            assert confirm.question == "Kill workers ranks 6-7,14-15 (dp=0, tp=6:8; dp=1, " \
-                                       "tp=6:8)?"
-            await pilot.press("y")
-            job.wait_until(lambda: {r for r, s in states(job).items() if s != "running"}
-                           == {6, 7, 14, 15}, 60, "ranks 6, 7, 14, 15 killed, no other")
-            await wait_for(pilot, lambda: {c.rank for c in screen.cells.grid.cells
-                                           if c.state == "failed"} == {6, 7, 14, 15},
-                           60, "the killed cells failed on the grid")
-            assert "4 failed" in screen_text(app)
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
-                           what="back to the tree")
+        yield job
     finally:
         job.stop()
+
+
+async def test_the_timeline_of_a_mesh_with_a_slow_rank(grid_job):
+    job = grid_job
+    app = MonarchTop(job.client, refresh=0.3)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await select(pilot, "workers")
+        await pilot.press("t")
+        screen = await wait_for(pilot, lambda: app.screen if isinstance(
+            app.screen, TimelineScreen) else None, what="the timeline")
+
+        def slow_lane_mostly_slow_batch() -> bool:
+            shown = screen.shown
+            if shown is None or len(shown.lanes) != 16:
+                return False
+            lane = {lane.rank: lane for lane in shown.lanes}
+            slow = lane[11].cells.count("slow_batch")
+            return slow > len(lane[11].cells) / 2 and "slow_batch" not in lane[10].cells \
+                and lane[10].cells.count("batch") > len(lane[10].cells) / 2
+
+        await wait_for(pilot, slow_lane_mostly_slow_batch, 90,
+                       lambda: f"rank 11's lane in slow_batch: {screen_text(app)}")
+        text = screen_text(app)
+        assert "timeline workers · last 10 s · 16 lane(s)" in text
+        assert "workers[11] " in text and "-10s" in text and "now" in text
+        assert "slow_batch" in text and "train_steps" in text  # the legend
+        await pilot.press("plus")
+        await wait_for(pilot, lambda: "last 30 s" in screen_text(app), what="zoomed out")
+        await pilot.press("minus", "minus")
+        await wait_for(pilot, lambda: "last 5 s" in screen_text(app), what="zoomed in")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0], what="back")
+        await select(pilot, "trainers[1]")  # an actor: its lane only
+        await pilot.press("colon", *"timeline", "enter")
+        screen = await wait_for(pilot, lambda: app.screen if isinstance(
+            app.screen, TimelineScreen) else None, what=":timeline")
+        await wait_for(pilot, lambda: screen.shown is not None and [
+            lane.rank for lane in screen.shown.lanes] == [1], what="one lane")
+        await wait_for(pilot, lambda: "train" in dict(screen.shown.names),
+                       60, "trainers[1]'s train spans")
+
+
+async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(grid_job):
+    job = grid_job
+    app = MonarchTop(job.client, refresh=0.3)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "workers")
+        await pilot.press("v")
+        screen = await wait_for(pilot, lambda: grid_screen(app), what="the grid")
+        await wait_for(pilot, lambda: screen.cells.grid is not None
+                       and len(screen.cells.grid.cells) == 16, what="16 cells")
+        shown = screen.cells.grid
+        assert [label for label, _ in shown.rows] == ["dp=0", "dp=1"]
+        assert [len(cells) for _, cells in shown.rows] == [8, 8]
+        text = screen_text(app)
+        assert "grid workers {dp: 2, tp: 8} · state · 16 ranks" in text
+        assert re.search(r"dp=0 (● ){7}●", text) and re.search(r"dp=1 (● ){7}●", text)
+
+        # the gauge `step`: rank 11 falls behind, and only rank 11
+        await pilot.press("M")
+        await wait_for(pilot, lambda: screen.metric == "step" and [
+            c.rank for c in screen.cells.grid.cells if c.lagging] == [LAGGARD],
+            90, "rank 11 lagging by its step")
+        await wait_for(pilot, lambda: "metric step (max" in screen_text(app)
+                       and "1 lagging ‹" in screen_text(app), what="the headline")
+        rows = [line for line in screen_text(app).splitlines() if " dp=" in line]
+        assert "‹" in rows[1] and "‹" not in rows[0]  # dp=1's row carries the mark
+        for _ in range(3):  # the cursor to rank 11 = (dp=1, tp=3)
+            await pilot.press("right")
+        await pilot.press("down")
+        await wait_for(pilot, lambda: screen.under_cursor().rank == LAGGARD,
+                       what="the cursor on rank 11")
+        await wait_for(pilot, lambda: re.search(
+            r"rank 11 \(dp=1, tp=3\) · running · metric \d+ · in train_steps · procs-",
+            screen_text(app)), what=lambda: f"the cursor's rank described: {screen_text(app)}")
+
+        # stacks of two marked cells: the laggard apart from a rank in step
+        await pilot.press("space", "left", "space")
+        await wait_for(pilot, lambda: screen.cells.marked == {10, 11}, what="two marks")
+        await pilot.press("S")
+        stacks = await wait_for(pilot, lambda: app.screen if isinstance(
+            app.screen, StackGroupsScreen) and app.screen.runs else None, 60, "stacks")
+        assert stacks.title_text == "stacks: workers (dp=1, tp=2:4)"
+        both_busy = ["rank 10: batch ← train_steps  [running train_steps]",
+                     "rank 11: slow_batch ← train_steps  [running train_steps]"]
+        for _ in range(20):  # a rank is idle for a moment between its calls: sample again
+            if sorted(stacks.group_lines) == both_busy:
+                break
+            runs = stacks.runs
+            await pilot.press("r")
+            await wait_for(pilot, lambda runs=runs: stacks.runs > runs, 60, "another sample")
+        assert sorted(stacks.group_lines) == both_busy  # two groups of one: rank order
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: grid_screen(app), what="back to the grid")
+
+        # a slice marks cells; k kills exactly them, after confirmation
+        await pilot.press("x", "colon", *"tp=6:8", "enter")
+        await wait_for(pilot, lambda: screen.cells.marked == {6, 7, 14, 15},
+                       what="the slice marked")
+        assert "4 marked" in screen_text(app)
+        await pilot.press("k")
+        confirm = await wait_for(pilot, lambda: app.screen if isinstance(
+            app.screen, ConfirmScreen) else None, what="the confirmation")
+        assert confirm.question == "Kill workers ranks 6-7,14-15 (dp=0, tp=6:8; dp=1, " \
+                                   "tp=6:8)?"
+        await pilot.press("y")
+        job.wait_until(lambda: {r for r, s in states(job).items() if s != "running"}
+                       == {6, 7, 14, 15}, 60, "ranks 6, 7, 14, 15 killed, no other")
+        await wait_for(pilot, lambda: {c.rank for c in screen.cells.grid.cells
+                                       if c.state == "failed"} == {6, 7, 14, 15},
+                       60, "the killed cells failed on the grid")
+        assert "4 failed" in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
+                       what="back to the tree")
 
 
 async def test_a_read_only_console_refuses_every_action_that_changes_the_job():
@@ -125,7 +175,7 @@ async def test_a_read_only_console_refuses_every_action_that_changes_the_job():
         await select(pilot, "trainers")
         for key in ("k", "s", "b", "a", "C"):
             await pilot.press(key)
-            await wait_for(pilot, lambda: len(shown) == ("ksbaC".index(key) + 1),
+            await wait_for(pilot, lambda key=key: len(shown) == ("ksbaC".index(key) + 1),
                            what=f"{key} refused")
             assert app.screen is app.screen_stack[0]  # no confirmation opened
         assert all("read-only console (monarch top --read-only)" in m for m in shown), shown
