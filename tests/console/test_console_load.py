@@ -91,12 +91,13 @@ async def test_64_actors_streaming_logs(tmp_path, capsys):
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_64_actors_in_a_real_terminal(capsys):
-    """`monarch demo --loggers 64` in tmux: every key press moves the selection and the header
-    keeps ticking; its refresh rate, read off the screen, is printed."""
+    """`monarch demo --loggers 64` (without its grid of workers) in tmux: every key press
+    moves the selection and the header keeps ticking; its refresh rate, read off the screen,
+    is printed."""
     from test_console_tmux import MONARCH, Tmux
 
     run_dir = tempfile.mkdtemp(prefix="ct-")
-    tmux = Tmux(f"cload-{os.getpid()}", f"{MONARCH} demo --loggers {LOGGERS} "
+    tmux = Tmux(f"cload-{os.getpid()}", f"{MONARCH} demo --grid 0 --loggers {LOGGERS} "
                 f"--refresh 0.5", {"MONARCH_RUN_DIR": run_dir})
     try:
         tmux.wait("chatty0", "chatty rank", timeout=120)
