@@ -83,6 +83,10 @@ class BenchActor(Actor):
     def echo(self, data: Any) -> Any:
         return data
 
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
 
 # ---------------------------------------------------------------------------------------------
 # The rig: the shared mesh and the loop helpers every bench uses.
@@ -151,6 +155,7 @@ class BenchSpec:
     fn: Callable[[Rig], dict[str, float]]
     planned: bool  # an extension point not written yet: listed, never run
     child: bool = False  # measured in another row's child processes: runs only when named
+    big: bool = False  # a job of a thousand actors (minutes, GBs): runs only when named
 
     @property
     def doc(self) -> str:
@@ -160,9 +165,10 @@ class BenchSpec:
 BENCHES: dict[str, BenchSpec] = {}
 
 
-def bench(name: str, *, planned: bool = False, child: bool = False) -> Callable:
+def bench(name: str, *, planned: bool = False, child: bool = False,
+          big: bool = False) -> Callable:
     def register(fn: Callable[[Rig], dict[str, float]]) -> Callable[[Rig], dict[str, float]]:
-        BENCHES[name] = BenchSpec(name, fn, planned, child)
+        BENCHES[name] = BenchSpec(name, fn, planned, child, big)
         return fn
 
     return register
@@ -856,6 +862,47 @@ def bench_scale(rig: Rig) -> dict[str, float]:
     return rows
 
 
+def _rss_mb(pid: int | str = "self") -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of `pids` so far (Linux /proc; ticks of 1/100 s)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+@bench("scale1k", big=True)
+def bench_scale1k(rig: Rig) -> dict[str, float]:
+    """64 procs x 16 meshes: spawn, calls and casts at 256 and 1,024 actors, memory, idle CPU."""
+    rows: dict[str, float] = {}
+    start = time.perf_counter()
+    procs = this_host().spawn_procs(per_host={"gpus": 64})
+    try:
+        meshes = [procs.spawn(f"k{i}", BenchActor) for i in range(16)]
+        for mesh in meshes:
+            mesh.noop.call().get(timeout=CALL_TIMEOUT_S * 4)
+        rows["spawn_64procs_16meshes_first_answer_s"] = time.perf_counter() - start
+        pids = sorted(set(meshes[0].pid.call().get(timeout=CALL_TIMEOUT_S).values()))
+        for count, group in ((256, meshes[:4]), (1024, meshes)):
+            rows.update(_scale_rows(rig, _Group(group), count))
+        rows["controller_rss_MB_1024actors"] = _rss_mb()
+        rows["proc_rss_MB_1024actors"] = statistics.median(_rss_mb(p) for p in pids)
+        time.sleep(2.0)  # the last casts' work is over: idle from here
+        cpu, wall = _cpu_s(pids), time.perf_counter()
+        time.sleep(rig.n(10, 5))
+        rows["idle_64procs_cpu_pct_of_a_core"] = \
+            100 * (_cpu_s(pids) - cpu) / (time.perf_counter() - wall)
+    finally:
+        procs.stop().get(timeout=120)
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # Running: each bench isolated (its failure is recorded, the rest go on), a watchdog over the
 # whole run, procs always stopped.
@@ -914,7 +961,8 @@ def run_one(spec: BenchSpec, rig: Rig, result: dict[str, Any]) -> None:
 
 def selected(only: str | None) -> list[BenchSpec]:
     if not only:
-        return [spec for spec in BENCHES.values() if not (spec.planned or spec.child)]
+        return [spec for spec in BENCHES.values()
+                if not (spec.planned or spec.child or spec.big)]
     names = [name.strip() for name in only.split(",") if name.strip()]
     unknown = [name for name in names if name not in BENCHES]
     if unknown:

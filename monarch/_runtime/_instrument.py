@@ -110,6 +110,17 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     runtime.final_telemetry = lambda: _final_flush(runtime, recorder, sample, ship_to, ingest)
 
 
+def _take_all(events: Any) -> tuple[Any, ...]:
+    """Empties a deque that another thread may be emptying too (the final flush samples from
+    its own thread): what each takes, it takes once; an empty deque ends it."""
+    taken = []
+    while True:
+        try:
+            taken.append(events.popleft())
+        except IndexError:
+            return tuple(taken)
+
+
 def crash_stem(run_dir: Any, proc: str) -> Any:
     """Where proc ``proc`` keeps what it has not shipped (`telemetry._crashlog`), without the
     files' suffix: its host agent reads it there when the proc dies."""
@@ -172,8 +183,7 @@ def actor_sampler(runtime: Any, recorder: Any, queue_depth: bool = True) -> Call
                 if last_depth.get(actor) != depth:
                     last_depth[actor] = depth
                     telemetry.set_queue_depth(actor, depth)
-            lifecycle = slot.lifecycle
-            events = tuple(lifecycle.popleft() for _ in range(len(lifecycle)))
+            events = _take_all(slot.lifecycle)
             status = actor_status(slot, source, events)
             key = (status.state, status.running, status.queued, status.queued_methods)
             if last_status.get(actor) != key or events:
