@@ -24,9 +24,9 @@ pytestmark = pytest.mark.timeout(240)
 async def test_grid_resources_and_timeline_of_an_ended_job(tmp_path, monkeypatch):
     job = DemoJob(tmp_path, "--grid", "8", env={"MONARCH_HISTORY": "1"})
     try:
-        def stepped() -> bool:  # every worker has done two calls' worth of steps
+        def stepped() -> bool:  # every worker has stepped for 6 s or more
             points = [m for m in job.client.metrics(by_process=True) if m["name"] == "step"]
-            return len(points) == 8 and min(p["value"] for p in points) >= 12
+            return len(points) == 8 and min(p["value"] for p in points) >= 30
 
         job.wait_until(stepped, 90, "the workers to step")
         job_id = job.info["job_id"]
@@ -55,11 +55,13 @@ async def test_grid_resources_and_timeline_of_an_ended_job(tmp_path, monkeypatch
             line = await wait_for(pilot, lambda: app.screen if isinstance(
                 app.screen, TimelineScreen) else None, what="the timeline")
 
+            await pilot.press("minus")  # the last 5 s: the job stepped at least that long
+
             def lanes_busy() -> bool:  # the window ends at the newest span: bars, not idle
                 tl = line.shown
                 return tl is not None and len(tl.lanes) == 8 and all(
-                    lane.cells.count("batch") + lane.cells.count("slow_batch")
-                    > len(lane.cells) / 2 for lane in tl.lanes)
+                    sum(c is not None for c in lane.cells) > len(lane.cells) / 2
+                    and {"batch", "slow_batch"} & set(lane.cells) for lane in tl.lanes)
 
             await wait_for(pilot, lanes_busy, 60,
                            lambda: f"8 busy lanes from the history: {screen_text(app)}")
