@@ -85,8 +85,8 @@ async def test_the_timeline_of_a_mesh_with_a_slow_rank(grid_job):
             app.screen, TimelineScreen) else None, what=":timeline")
         await wait_for(pilot, lambda: screen.shown is not None and [
             lane.rank for lane in screen.shown.lanes] == [1], what="one lane")
-        await wait_for(pilot, lambda: "train" in dict(screen.shown.names),
-                       60, "trainers[1]'s train spans")
+        await wait_for(pilot, lambda: any("train" in name for name, _ in screen.shown.names),
+                       90, lambda: f"trainers[1]'s train spans: {screen.shown.names}")
 
 
 async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(grid_job):
