@@ -105,8 +105,7 @@ class TimelineScreen(Screen[None]):
     def now_ns(self) -> int:
         """The right edge: now in a running job; in one that ended (a history), its newest
         span's end."""
-        job = self.app.snapshot.job or {}  # type: ignore[attr-defined]
-        if job.get("state", "running") == "running" and self.app.ended is None:  # type: ignore
+        if not self.app.has_ended():  # type: ignore[attr-defined]
             return time.time_ns()
         return max((int(s.get("end_ns") or 0) for s in self.spans), default=time.time_ns())
 

@@ -494,11 +494,15 @@ class MonarchTop(App[None]):
         if self.read_only_mode:
             return "read-only console (monarch top --read-only): kill, stop, break and " \
                    "attach are off"
-        state = (self.snapshot.job or {}).get("state", "running")
-        if self.ended is not None or state != "running":
+        if self.has_ended():
             job = (self.snapshot.job or {}).get("job_id", "")
             return f"job {job} has ended: its console is read-only"
         return None
+
+    def has_ended(self) -> bool:
+        """The job shown has ended (its admin API is gone, or this is its history)."""
+        state = (self.snapshot.job or {}).get("state", "running")
+        return self.ended is not None or state != "running"
 
     def _refused(self) -> bool:
         why = self.read_only()
@@ -630,10 +634,8 @@ class MonarchTop(App[None]):
         """The target's ranks grouped by what they run now (a selected actor row: all ranks
         of its mesh); only a live job has stacks to take."""
         stacks = getattr(self.client, "stacks", None)  # a history client has none
-        state = (self.snapshot.job or {}).get("state", "running")
         why = (f"job {(self.snapshot.job or {}).get('job_id', '')} has ended"
-               if self.ended is not None or state != "running" else
-               None if stacks else "this console shows a history")
+               if self.has_ended() else None if stacks else "this console shows a history")
         if why is not None or stacks is None:
             self.notify(f"stacks need a live job ({why})", title="stacks", severity="warning")
             return

@@ -36,3 +36,17 @@ async def result_after(pilot: Pilot[Any], start: int, name: str, timeout: float 
         return next(([r] for n, r in app.results[start:] if n == name), None)
 
     return (await wait_for(pilot, found, timeout, f"{name} to finish"))[0]
+
+
+def record_notifications(app: Any) -> list[str]:
+    """Every notification `app` shows from now on, as text, oldest first (a slow machine may
+    expire one from the screen before a test looks)."""
+    shown: list[str] = []
+    notify = app.notify
+
+    def recording(message: Any, *args: Any, **kwargs: Any) -> Any:
+        shown.append(str(message))
+        return notify(message, *args, **kwargs)
+
+    app.notify = recording
+    return shown

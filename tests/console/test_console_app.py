@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from drive import result_after, select, wait_for
+from drive import record_notifications, result_after, select, wait_for
 from fakeclient import FakeClient
 from monarch.console._attach import attach
 from monarch.console.app import MonarchTop
@@ -44,10 +44,7 @@ async def test_a_job_that_stops_answering_keeps_the_last_tree_and_says_why():
 async def test_actions_that_do_not_fit_the_selection_warn_and_do_nothing():
     client = FakeClient()
     app = MonarchTop(client, refresh=0.1)
-    shown: list[str] = []  # every notification (a slow machine may expire the first ones)
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
-        shown.append(str(message)), notify(message, *args, **kwargs))[1]
+    shown = record_notifications(app)
     async with app.run_test(size=(150, 40), notifications=True) as pilot:
         await wait_for(pilot, lambda: len(app.mesh_tree.rows_shown) > 5)
         await pilot.press("g")  # the job row
@@ -109,13 +106,10 @@ async def test_the_console_says_its_job_ended_and_opens_its_history(tmp_path, mo
     monkeypatch.setenv("MONARCH_HISTORY", "1")
     job = DemoJob(tmp_path, "--run-for", "8")
     monkeypatch.setenv("MONARCH_RUN_DIR", str(job.run_dir))  # where the app finds the history
-    shown: list[str] = []
     try:
         job.wait_ready()
         app = MonarchTop(job.client, refresh=0.3)
-        notify = app.notify
-        app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
-            shown.append(str(message)), notify(message, *args, **kwargs))[1]
+        shown = record_notifications(app)
         async with app.run_test(size=(150, 40), notifications=True) as pilot:
             await wait_for(pilot, lambda: "ENDED (finished)" in screen_text(app), 90,
                            "the job's end to show")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from drive import select, wait_for
+from drive import record_notifications, select, wait_for
 from fakeclient import FakeClient
 from monarch.console import _resources as resources
 from monarch.console._command import CommandError, parse
@@ -93,10 +93,7 @@ async def test_resources_filter_and_jump_back_to_the_tree(demo_job, monkeypatch)
 async def test_save_writes_the_screen_and_nonsense_is_refused(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     app = MonarchTop(FakeClient(), refresh=0.1)
-    shown: list[str] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
-        shown.append(str(message)), notify(message, *args, **kwargs))[1]
+    shown = record_notifications(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await select(pilot, "trainers[3]")
         await pilot.press("ctrl+s")

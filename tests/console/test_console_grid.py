@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from demojob import DemoJob
-from drive import select, wait_for
+from drive import record_notifications, select, wait_for
 from fakeclient import FakeClient
 from monarch.console._confirm import ConfirmScreen
 from monarch.console._grid_view import GridScreen
@@ -167,10 +167,7 @@ async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(g
 async def test_a_read_only_console_refuses_every_action_that_changes_the_job():
     client = FakeClient()
     app = MonarchTop(client, refresh=0.1, read_only=True)
-    shown: list[str] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
-        shown.append(str(message)), notify(message, *args, **kwargs))[1]
+    shown = record_notifications(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await select(pilot, "trainers")
         for key in ("k", "s", "b", "a", "C"):
@@ -190,10 +187,7 @@ async def test_a_read_only_console_refuses_every_action_that_changes_the_job():
 
 async def test_v_needs_an_actor_mesh_and_the_grid_follows_the_selected_actor():
     app = MonarchTop(FakeClient(), refresh=0.1)
-    shown: list[str] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
-        shown.append(str(message)), notify(message, *args, **kwargs))[1]
+    shown = record_notifications(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await select(pilot, "box")
         await pilot.press("v")

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from demojob import DemoJob
-from drive import select, wait_for
+from drive import record_notifications, select, wait_for
 from monarch.console._grid_view import GridScreen
 from monarch.console._resource_view import ResourceScreen
 from monarch.console._timeline_view import TimelineScreen
@@ -34,10 +34,7 @@ async def test_grid_resources_and_timeline_of_an_ended_job(tmp_path, monkeypatch
         monkeypatch.setenv("MONARCH_RUN_DIR", str(job.run_dir))
         client = HistoryClient(open_history(job_id))
         app = MonarchTop(client, refresh=0.3)
-        shown: list[str] = []
-        notify = app.notify
-        app.notify = lambda message, *args, **kwargs: (  # type: ignore[method-assign]
-            shown.append(str(message)), notify(message, *args, **kwargs))[1]
+        shown = record_notifications(app)
         async with app.run_test(size=(150, 40), notifications=True) as pilot:
             await select(pilot, "workers", 60)
             await pilot.press("v")
