@@ -9,10 +9,11 @@ test functions.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+from monarch._runtime._pids import pid_alive
 
 T = TypeVar("T")
 
@@ -58,18 +59,9 @@ def _timed_out(timeout: float, what: Description, condition: Any) -> AssertionEr
 
 
 def alive(pid: int) -> bool:
-    """True while a process with this pid exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
+    """True while a process with this pid exists and is not a zombie (the project's one check,
+    which also holds when the process is reaped between its steps)."""
+    return pid_alive(pid)
 
 
 def wait_gone(*pids: int, timeout: float = 30.0) -> None:
