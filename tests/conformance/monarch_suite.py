@@ -72,12 +72,24 @@ def tests_dir() -> Path:
     return TESTS
 
 
+RUNNING: set[subprocess.Popen[bytes]] = set()
+"""The pytest children running a file now (several run at once: see `run_files`)."""
+
+
+def stop_all() -> None:
+    """Kills the pytest children still running (a session that ends early leaves none)."""
+    for proc in list(RUNNING):
+        proc.kill()
+
+
 def run_file(name: str, report_dir: Path, python: str = sys.executable,
-             timeout: float = 1500.0, only: Collection[str] | None = None) -> dict[str, Outcome]:
+             timeout: float = 1500.0, only: Collection[str] | None = None,
+             folder: Path | None = None) -> dict[str, Outcome]:
     """Runs Monarch's test file `name` (e.g. `test_python_actors.py`) against the `monarch`
     that `python` imports; its outcome per test id (`file.py::test_x[param]`). With `only`,
-    the file's other tests are deselected (they do not run)."""
-    folder = tests_dir()
+    the file's other tests are deselected (they do not run). `folder` is `tests_dir()`, once
+    extracted (files run at once share it)."""
+    folder = tests_dir() if folder is None else folder
     report = report_dir / f"{name}.xml"
     run_root = report_dir / f"{name}.run"  # its jobs' run directories, apart from ours
     # its own temp directory: Monarch's tests (and torch's compiler caches) leave files in theirs
@@ -92,9 +104,17 @@ def run_file(name: str, report_dir: Path, python: str = sys.executable,
         wanted.write_text("".join(f"{test_id}\n" for test_id in only))
         env[ONLY_VARIABLE] = str(wanted)
     with open(report_dir / f"{name}.log", "w") as log:
-        proc = subprocess.run([python, "-m", "pytest", *PYTEST_OPTIONS, f"--junitxml={report}",
-                               name], cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=timeout, check=False)
+        proc = subprocess.Popen([python, "-m", "pytest", *PYTEST_OPTIONS,
+                                 f"--junitxml={report}", name], cwd=folder, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        RUNNING.add(proc)
+        try:
+            proc.wait(timeout)
+        finally:  # past its timeout, or when the session stops it (stop_all)
+            RUNNING.discard(proc)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     if not report.exists():
         raise RuntimeError(f"{name}: pytest exited {proc.returncode} without a report; see "
                            f"{report_dir / (name + '.log')}")

@@ -3,11 +3,15 @@
 Every test of Monarch's suite that passes on torchmonarch 0.7.0 (expected.txt) must pass here,
 except those excluded with a reason (excluded.txt: tests that can only pass inside Monarch's
 Rust runtime, or that pin its private internals). Each of Monarch's test files runs once, in a
-pytest child process (see monarch_suite.py); each of its tests is one item here.
+pytest child process (see monarch_suite.py), two files at a time; each of its tests is one item
+here.
 """
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -26,15 +30,39 @@ def excluded(test_id: str) -> bool:
 
 REQUIRED = [t for t in EXPECTED if not excluded(t)]
 
-_results: dict[str, dict[str, suite.Outcome]] = {}
+JOBS = int(os.environ.get("MONARCH_CONFORMANCE_JOBS", "2"))
+"""Files run at once. Monarch's tests mostly wait (on timeouts, sleeps, children starting):
+two at a time take about half the wall time on a 2-core machine, at a third of a core each."""
+
+_runs: dict[str, Future[dict[str, suite.Outcome]]] = {}
+
+
+def _by_size(files: set[str]) -> list[str]:
+    """The files with the most required tests first (they run longest)."""
+    count = Counter(t.split("::")[0] for t in REQUIRED)
+    return sorted(files, key=lambda f: (-count[f], f))
 
 
 def results_of(file: str, report_dir: Path) -> dict[str, suite.Outcome]:
-    """The outcomes of one of Monarch's test files (run once per session)."""
-    if file not in _results:  # only the tests required of it: the others need not run
-        _results[file] = suite.run_file(file, report_dir, only=[
-            t for t in REQUIRED if t.split("::")[0] == file])
-    return _results[file]
+    """The outcomes of one of Monarch's test files. The first call starts every file, `JOBS`
+    at a time, largest first; each runs once per session."""
+    if not _runs:
+        folder = suite.tests_dir()
+        pool = ThreadPoolExecutor(JOBS, thread_name_prefix="conformance")
+        for name in _by_size({t.split("::")[0] for t in REQUIRED}):
+            _runs[name] = pool.submit(suite.run_file, name, report_dir, folder=folder, only=[
+                t for t in REQUIRED if t.split("::")[0] == name])
+        pool.shutdown(wait=False)
+    return _runs[file].result()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_the_files_left():
+    """A session that ends before every file ran leaves no pytest child running."""
+    yield
+    for run in _runs.values():
+        run.cancel()
+    suite.stop_all()
 
 
 @pytest.mark.timeout(2400)  # the first test of a file runs the whole file
