@@ -17,7 +17,7 @@ anything: its results are failed, and the next fetch of anything depending on th
 `RemoteException` with the worker's traceback. These names are also `monarch.<name>`.
 """
 
-from ._tensor import _dispatch  # noqa: F401 - installs the dispatcher of monarch.Tensor
+from ._tensor import _load  # noqa: F401 - loads the verbs of monarch.Tensor and DeviceMesh
 from ._tensor._collectives import MeshSliceTensor, reduce, reduce_, slice_mesh, to_mesh
 from ._tensor._fetch import RemoteException, call_on_shard_and_fetch, fetch_shard, inspect, show
 from ._tensor._grad import GradientGenerator, grad_generator

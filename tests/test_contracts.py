@@ -134,12 +134,8 @@ it; the test fails on anything else, and on an entry of `KNOWN` that no longer h
 KNOWN: set[tuple[str, str]] = set()
 """Room edges still to remove (none now; kept for the next one found, with its issue)."""
 
-KNOWN_CYCLES = [
-    ["monarch._tensor._collectives", "monarch._tensor._dispatch", "monarch._tensor._mesh",
-     "monarch._tensor._proxy", "monarch._tensor._stream"],
-]
-"""Module cycles still to remove (issue #31): the tensor engine's nouns (Tensor, DeviceMesh,
-Stream) calling its verbs (dispatch, collectives) lazily."""
+KNOWN_CYCLES: list[list[str]] = []
+"""Module cycles still to remove (none now; kept for the next one found, with its issue)."""
 
 
 def test_rooms_import_one_way():

@@ -112,7 +112,7 @@ class ProcMesh(OnView):
     # -- tensor engine (monarch.tensor_engine) ----------------------------------------------
     @property
     def _device_mesh(self) -> Any:
-        from .._tensor._mesh import device_mesh_of
+        from .._tensor._load import device_mesh_of
 
         return device_mesh_of(self)
 

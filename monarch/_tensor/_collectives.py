@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import torch
 from torch.utils import _pytree as pytree
 
+from . import _verbs
 from ._dispatch import _incorrect
 from ._mesh import DeviceMesh
 from ._ops import MOVE, RANK, REDUCE
@@ -130,9 +131,7 @@ def _device_mesh(mesh: Any) -> DeviceMesh:
     if isinstance(mesh, DeviceMesh):
         return mesh
     if hasattr(mesh, "_procs") and hasattr(mesh, "_view"):  # a ProcMesh
-        from ._mesh import device_mesh_of
-
-        return device_mesh_of(mesh)
+        return DeviceMesh.of(mesh)
     raise TypeError(f"to_mesh expects a ProcMesh or DeviceMesh, not {type(mesh).__name__}")
 
 
@@ -190,3 +189,8 @@ def to_mesh(tensors: Any, mesh: Any, stream: Stream | None = None) -> Any:
 def slice_mesh(tensors: Any, **kwargs: Any) -> Any:
     """`slice_mesh` on every remote tensor of a pytree."""
     return pytree.tree_map(lambda t: t.slice_mesh(**kwargs), tensors)
+
+
+_verbs.reduce_tensor = reduce_tensor
+_verbs.rank_tensor = rank_tensor
+_verbs.mesh_slice = MeshSliceTensor

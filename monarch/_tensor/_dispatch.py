@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from . import _meta, _proxy
+from . import _meta, _verbs
 from ._mesh import DeviceMesh
 from ._ops import CONST, OP
 from ._proxy import Tensor, _no_data
@@ -206,4 +206,4 @@ def _incorrect(func: Any, why: str) -> TypeError:
     return TypeError(f"Incorrect arguments to monarch operation {func}: {why}")
 
 
-_proxy.dispatcher = dispatch
+_verbs.dispatch = dispatch

@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._geometry._onview import OnView
 from .._geometry._view import View
+from . import _verbs
 from ._engine import Engine, engine_of
 
 
@@ -39,6 +40,11 @@ class DeviceMesh(OnView):
         """The dimension names."""
         return self._view.labels
 
+    @classmethod
+    def of(cls, proc_mesh: Any) -> "DeviceMesh":
+        """The DeviceMesh of a ProcMesh (its engine is made on first use)."""
+        return cls(engine_of(proc_mesh), proc_mesh._view)
+
     def activate(self) -> "Activation":
         """Makes this the ambient mesh until the returned context exits (`with` or not)."""
         return Activation(self)
@@ -46,9 +52,7 @@ class DeviceMesh(OnView):
     def rank(self, dims: str | Sequence[str]) -> Any:
         """A remote 0-d int64 tensor holding each proc's coordinate along `dims` (several dims
         combine row-major)."""
-        from ._collectives import rank_tensor
-
-        return rank_tensor(self, dims)
+        return _verbs.rank_tensor(self, dims)
 
     @property
     def ranks(self) -> dict[str, Any]:
@@ -147,9 +151,7 @@ class _AmbientDispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
-        from ._dispatch import dispatch
-
-        return dispatch(func, args, kwargs or {}, _active)
+        return _verbs.dispatch(func, args, kwargs or {}, _active)
 
 
 class _NoMesh:
@@ -162,13 +164,6 @@ class _NoMesh:
 no_mesh = _NoMesh()
 
 
-def device_mesh_of(proc_mesh: Any) -> DeviceMesh:
-    """The DeviceMesh of a ProcMesh (its engine is made on first use)."""
-    from . import _dispatch  # noqa: F401 - installs the dispatcher of remote tensors
-
-    return DeviceMesh(engine_of(proc_mesh), proc_mesh._view)
-
-
 def flush_all() -> None:
     """Sends what every engine has waiting."""
     from ._engine import _engines
@@ -177,4 +172,4 @@ def flush_all() -> None:
         engine.flush()
 
 
-__all__ = ["DeviceMesh", "active_mesh", "get_active_mesh", "no_mesh", "device_mesh_of"]
+__all__ = ["DeviceMesh", "active_mesh", "get_active_mesh", "no_mesh"]

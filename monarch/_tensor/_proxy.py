@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import traceback
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from . import _verbs
 from ._ops import Ref
 
 if TYPE_CHECKING:
     from ._mesh import DeviceMesh
     from ._stream import Stream
-
-# Set by monarch._tensor._dispatch when it is imported (it imports this module).
-dispatcher: Callable[..., Any] | None = None
-
 
 class StorageAliases:
     """The remote tensors sharing one storage (a tensor and its views), and what may be done
@@ -85,8 +82,7 @@ class Tensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (),  # type: ignore[override]
                            kwargs: Any = None) -> Any:
-        assert dispatcher is not None
-        return dispatcher(func, args, kwargs or {}, None)
+        return _verbs.dispatch(func, args, kwargs or {}, None)
 
     # -- lifetime ----------------------------------------------------------------------------
     def drop(self) -> None:
@@ -150,36 +146,28 @@ class Tensor(torch.Tensor):
                         "mesh; pass it to a monarch.remote function, or fetch it with "
                         "monarch.fetch_shard")
 
-    # -- mesh operations (monarch._tensor._collectives) -------------------------------------------
+    # -- mesh operations (their code: monarch._tensor._collectives) -------------------------------------------
     def reduce(self, dims: Any, reduction: str = "sum", scatter: bool = False,
                mesh: Any = None, _inplace: bool = False, out: Any = None) -> "Tensor":
         """Reduces across mesh dimension(s) `dims` ("sum", "avg", "product", "min", "max",
         "band", "bor", "bxor", or "stack"/"gather" to stack the values along a new first
         dimension); every proc gets the result. `scatter=True` splits the result across `dims`
         (reduce-scatter; with "stack", all-to-all)."""
-        from ._collectives import reduce_tensor
-
-        return reduce_tensor(self, dims, reduction, scatter, mesh, _inplace, out)
+        return _verbs.reduce_tensor(self, dims, reduction, scatter, mesh, _inplace, out)
 
     def reduce_(self, dims: Any, reduction: str = "sum", scatter: bool = False,
                 mesh: Any = None) -> "Tensor":
         """`reduce` in place: this tensor holds the result (returns it)."""
-        from ._collectives import reduce_tensor
-
-        return reduce_tensor(self, dims, reduction, scatter, mesh, True, None)
+        return _verbs.reduce_tensor(self, dims, reduction, scatter, mesh, True, None)
 
     def to_mesh(self, mesh: Any, stream: Any = None) -> "Tensor":
         """A copy of this tensor on `mesh` (same sizes along the dimensions both have; a
         dimension only `mesh` has receives copies)."""
-        from ._collectives import MeshSliceTensor
-
-        return MeshSliceTensor(self, self.mesh).to_mesh(mesh, stream)
+        return _verbs.mesh_slice(self, self.mesh).to_mesh(mesh, stream)
 
     def slice_mesh(self, **kwargs: Any) -> Any:
         """This tensor's values on a slice of its mesh (use `.to_mesh(...)` on the result)."""
-        from ._collectives import MeshSliceTensor
-
-        return MeshSliceTensor(self, self.mesh.slice(**kwargs))
+        return _verbs.mesh_slice(self, self.mesh.slice(**kwargs))
 
 
 def _no_data(what: str) -> TypeError:
