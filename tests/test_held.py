@@ -22,8 +22,8 @@ from monarch.actor import Actor, endpoint, this_proc
 pytestmark = pytest.mark.timeout(120)
 
 
-def fields(i: int, port: tuple | None = None) -> tuple:
-    return ("sender", "mesh", "noop", "procs", (), 0, 2, ((i, 2),), port, None, 0, 1)
+def fields(i: int, port: tuple | None = None) -> Call:
+    return Call("sender", "mesh", "noop", "procs", (), 0, 2, ((i, 2),), port, None, 0, 1)
 
 
 def test_held_calls_leave_as_one_batch_per_destination_in_order():
@@ -70,7 +70,8 @@ def test_held_calls_that_cannot_leave_answer_their_callers(tmp_path):
         future: Future = Future._pending()
         sink = CallSink(future, ["ipc://gone", "ipc://other"], CallInfo("mesh", "noop", str), list)
         port = runtime.new_port(sink)
-        lost = Batch((fields(1, (runtime.address, port)), fields(2, None)), 2)
+        lost = Batch((Call._getter(fields(1, (runtime.address, port))),
+                      Call._getter(fields(2, None))), 2)
         runtime.outbox.on_held_lost("ipc://gone", lost, "not taken within 30 s")
         assert port not in runtime.ports
         assert "not taken within 30 s" in str(future.exception(timeout=10))

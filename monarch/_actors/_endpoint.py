@@ -12,6 +12,8 @@ import inspect
 from typing import Any, Callable, Coroutine, Generic, Iterator, ParamSpec, TypeVar
 
 from .._runtime._future import Future
+from . import _adverbs
+from ._adverbs import Adverb
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,31 +104,31 @@ def _answering(fn: Callable[..., Any], explicit: bool) -> Callable[..., Any]:
 class Endpoint(Generic[P, R]):
     """The adverbs of a remote method. Every adverb sends one message, however many actors."""
 
-    def _send(self, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
+    def _send(self, args: tuple, kwargs: dict, adverb: Adverb, port: Any = None) -> Any:
         raise NotImplementedError
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> "Future[Any]":
         """Calls every actor; the future gives a ValueMesh, or the first remote exception."""
-        return self._send(args, kwargs, "call")
+        return self._send(args, kwargs, _adverbs.CALL)
 
     def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Calls the single actor of a size-1 mesh (ValueError otherwise)."""
-        return self._send(args, kwargs, "call_one")
+        return self._send(args, kwargs, _adverbs.CALL_ONE)
 
     def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Calls one actor of the mesh, picked at random."""
-        return self._send(args, kwargs, "choose")
+        return self._send(args, kwargs, _adverbs.CHOOSE)
 
     def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Calls every actor; yields a future per answer, in arrival order."""
-        return iter(self._send(args, kwargs, "stream"))
+        return iter(self._send(args, kwargs, _adverbs.STREAM))
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Sends to every actor without waiting; an exception there fails that actor."""
-        self._send(args, kwargs, "broadcast")
+        self._send(args, kwargs, _adverbs.BROADCAST)
 
     def _send_to_port(self, args: tuple, kwargs: dict, port: Any, selection: str) -> None:
-        self._send(args, kwargs, "port:" + selection, port)
+        self._send(args, kwargs, _adverbs.TO_PORT[selection], port)
 
 
 class ActorEndpoint(Endpoint[P, R]):
@@ -136,8 +138,8 @@ class ActorEndpoint(Endpoint[P, R]):
         self._mesh = mesh
         self._name = name
 
-    def _send(self, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
-        return self._mesh._send(self._name, args, kwargs, mode, port)
+    def _send(self, args: tuple, kwargs: dict, adverb: Adverb, port: Any = None) -> Any:
+        return self._mesh._send(self._name, args, kwargs, adverb, port)
 
     def __repr__(self) -> str:
         return f"<ActorEndpoint {self._mesh._mesh_name}.{self._name}>"

@@ -14,9 +14,11 @@ from typing import Any, Generic, TypeVar
 
 from .._runtime import _context, _instrument, _process_runtime as _process
 from .. import config, telemetry
+from .._actors._adverbs import EACH_VALUE, NOTHING, VALUE_MESH, Adverb
 from .._actors._endpoint import ActorEndpoint, NotAnEndpoint
 from .._runtime._errors import SupervisionError, UnpicklableError, actor_failure_report
 from .._runtime._future import Future, resolved
+from .._runtime._recipients import Recipients
 from .._geometry._onview import OnView
 from .._runtime._ports import CallInfo, CallSink, OneSink, StreamSink, supervision_error
 from .._geometry._view import View
@@ -67,22 +69,23 @@ class ActorMesh(OnView, Generic[A]):
         raise AttributeError(f"{self._mesh_name} ({self._class_name}) has no endpoint {name!r};"
                              f" its endpoints: {', '.join(sorted(self._endpoints)) or 'none'}")
 
-    def _send(self, method: str, args: tuple, kwargs: dict, mode: str, port: Any = None) -> Any:
-        if mode == "call_one" and len(self._ranks) != 1:
+    def _send(self, method: str, args: tuple, kwargs: dict, adverb: Adverb,
+              port: Any = None) -> Any:
+        if adverb.single and len(self._ranks) != 1:
             raise ValueError(
                 f"call_one requires exactly 1 actor, but mesh has {len(self._ranks)}")
-        if mode == "choose" or mode == "port:choose":
-            return self._chosen()._send(method, args, kwargs, mode.replace("choose", "one"),
-                                        port)
+        if adverb.picks is not None:
+            return self._chosen()._send(method, args, kwargs, adverb.picks, port)
         runtime = _process.current() or _ensure_runtime()
         sender = _context.context().actor_instance._sender
         frames = _pack(args, kwargs, self._mesh_name, method)
         info = CallInfo(self._mesh_name, method, self._label_at)
-        span = telemetry.begin_call(self._mesh_name, method, mode,
+        span = telemetry.begin_call(self._mesh_name, method, adverb.name,
                                     (self._mesh_id, sender, self._view_json)) \
             if _instrument.ENABLED else None
         trace = span[1:3] if span is not None else None
-        if mode == "broadcast" or mode.startswith("port:"):
+        answers = adverb.answers
+        if answers is NOTHING:
             reply_to = None if port is None else (port._address, port._port_id)
             refused = self._refusal(runtime)
             if refused is None:
@@ -92,10 +95,10 @@ class ActorMesh(OnView, Generic[A]):
             return None
         future: Future[Any] = Future._pending()
         futures: list[Future[Any]] = []
-        if mode == "stream":
+        if answers is EACH_VALUE:
             futures = [Future._pending() for _ in self._ranks]
             sink: Any = StreamSink(futures, self._addresses, info)
-        elif mode == "call":
+        elif answers is VALUE_MESH:
             extent = self._view.extent
             sink = CallSink(future, self._addresses, info,
                             lambda values: ValueMesh(extent, values))
@@ -118,13 +121,18 @@ class ActorMesh(OnView, Generic[A]):
                 runtime.drop_port(port_id)
                 sink.fail(self._addresses[0],
                           runtime.dead.get(self._addresses[0]) or exc.reason or "gone", None)
-        return futures if mode == "stream" else future
+        return futures if answers is EACH_VALUE else future
 
     def _cast(self, runtime: Any, sender: str, method: str, frames: list[Any],
               port: tuple | None, trace: tuple | None = None) -> None:
-        runtime.cast(sender, self._mesh_id, method, self._procs, self._table, self._view,
-                     self._ranks, frames, port, trace, whole=self._whole,
+        runtime.cast(sender, self._recipients, method, frames, port, trace,
                      hold=len(self._ranks) > 1 and _context.holds_calls())
+
+    @functools.cached_property
+    def _recipients(self) -> Recipients:
+        """Where its calls go (made once per mesh object)."""
+        return Recipients(self._mesh_id, self._procs, self._table, self._view, self._ranks,
+                          self._whole)
 
     def _refusal(self, runtime: Any) -> tuple[int, str] | None:
         """(index, report) of the first rank known to have failed, if any."""

@@ -10,16 +10,16 @@ from typing import Any, TypeVar
 import msgpack
 
 from .._runtime import _context, _process_runtime as _process, _controller_calls as _services
-from .. import config
 from .._runtime._context import actor_label
 from .._actors._actor import Actor
 from ._actor_mesh import ActorMesh
-from ._system_calls import _runtime, _system_call
+from ._system_calls import _runtime
 from .._actors._endpoint import check_sync_async, endpoint_table
 from .._runtime._errors import UnpicklableError
 from .._runtime._future import Future, chained
 from .._geometry._onview import OnView
 from .._runtime._ports import CallInfo, CallSink
+from .._runtime._recipients import procs_of
 from .._geometry._view import View
 from .._geometry._value_mesh import ValueMesh
 from .._wire import _serial
@@ -45,6 +45,8 @@ class ProcMesh(OnView):
         self._view = view
         self._host_mesh = host_mesh
         self._ranks = view.ranks()
+        self._agents = procs_of(procs, table, view, self._ranks)
+        """Where calls to its procs' system agents go."""
         self._stopping = False
 
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> ActorMesh[T]:
@@ -75,8 +77,7 @@ class ProcMesh(OnView):
         except Exception as exc:
             raise UnpicklableError(f"could not pickle {Class.__qualname__} or its arguments for "
                                    f"spawn({name!r}): {type(exc).__name__}: {exc}") from exc
-        runtime.cast(owner._sender, "@" + self._procs, "spawn", self._procs, self._table,
-                     self._view, self._ranks, [header, data, *buffers], None)
+        runtime.cast(owner._sender, self._agents, "spawn", [header, data, *buffers], None)
         # The controller hears what was spawned where from the spawner too, not only from each
         # proc: a proc killed before its own `actor_started` left would leave its actor unknown
         # (its death blamed on the proc mesh, not on the actor's owner).
@@ -158,8 +159,7 @@ class ProcMesh(OnView):
                                          lambda values: ValueMesh(extent, values)))
         sender = _context.context().actor_instance._sender
         frames = [msgpack.packb(body)] if body is not None else []
-        runtime.cast(sender, "@" + self._procs, method, self._procs, self._table, self._view,
-                     self._ranks, frames, (runtime.address, port))
+        runtime.cast(sender, self._agents, method, frames, (runtime.address, port))
         return future
 
     def stop(self) -> Future[None]:

@@ -11,6 +11,7 @@ from .. import config
 from .._runtime import _context, _process_runtime as _process
 from .._runtime._future import Future
 from .._runtime._ports import CallInfo, CallSink
+from .._runtime._recipients import procs_of
 from .._geometry._view import View
 
 if TYPE_CHECKING:
@@ -34,8 +35,8 @@ def _system_call(procs: str, table: tuple[str, ...], view: View, ranks: list[int
     info = CallInfo(f"@{procs}", method, lambda i: f"<proc {addresses[i]}>")
     port = runtime.new_port(CallSink(future, addresses, info, lambda values: None))
     sender = _context.context().actor_instance._sender
-    runtime.cast(sender, "@" + procs, method, procs, table, view, ranks,
-                 [msgpack.packb(body)], (runtime.address, port))
+    runtime.cast(sender, procs_of(procs, table, view, ranks), method, [msgpack.packb(body)],
+                 (runtime.address, port))
     return future
 
 

@@ -13,11 +13,15 @@ from typing import Any, Callable
 from . import _process_runtime as _process
 from ._future import Future
 from ._ports import CallInfo, OneSink
+from ._recipients import Recipients
 from .._geometry._view import View
 from .._wire import _serial
 
 CONTROLLER_MESH = "@ctl"
 """The system mesh id of the controller's agent."""
+
+_NO_DIMS = View.dense([], [])
+"""The controller's agent, as a mesh: one point, no dimension."""
 
 _local: dict[str, Callable[..., Any]] = {}
 """Services implemented in this process (filled by the controller's bootstrap)."""
@@ -63,9 +67,9 @@ def call(name: str, *args: Any) -> Future[Any]:
     info = CallInfo("controller", name, lambda i: "<controller>")
     port = runtime.new_port(OneSink(future, _controller_address, info))
     data, buffers = _serial.dumps(args)
-    runtime.cast("svc:" + runtime.identity.name, CONTROLLER_MESH, name, "ctl",
-                 (_controller_address,), View.dense([], []), [0], [data, *buffers],
-                 (runtime.address, port))
+    runtime.cast("svc:" + runtime.identity.name, Recipients(
+        CONTROLLER_MESH, "ctl", (_controller_address,), _NO_DIMS, [0]), name, [data, *buffers],
+        (runtime.address, port))
     return future
 
 

@@ -23,8 +23,8 @@ class Forwarder:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self._plans: dict[tuple, list[tuple[int, int, str]]] = {}
-        self.pending: dict[str, list[tuple[tuple, list[Any]]]] = {}
-        """Calls (their fields) forwarded during the current drain, by next hop's address."""
+        self.pending: dict[str, list[tuple[Call, list[Any]]]] = {}
+        """Calls forwarded during the current drain (with their frames), by next hop."""
 
     def forward(self, msg: Call, frames: list[Any]) -> None:
         """Queues the children's share of a cast range (sent by `flush`)."""
@@ -32,8 +32,9 @@ class Forwarder:
         pending_by_hop = self.pending
         base, seqs, window = msg.lo, msg.seqs, Seqs.window
         for lo, hi, address in self._plan(msg):
-            child = (msg.sender, msg.mesh, msg.method, msg.procs, msg.view, lo, hi,
-                     window(seqs, lo - base, hi - base), msg.port, msg.trace, hlc, msg.nframes)
+            child = Call(msg.sender, msg.mesh, msg.method, msg.procs, msg.view, lo, hi,
+                         window(seqs, lo - base, hi - base), msg.port, msg.trace, hlc,
+                         msg.nframes)
             pending = pending_by_hop.get(address)
             if pending is None:
                 pending_by_hop[address] = [(child, frames)]

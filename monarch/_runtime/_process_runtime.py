@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import zmq
 
 from . import _clock, _future, _gather
+from ._recipients import Recipients
 from ._identity import ProcessIdentity
 from ._forward import Forwarder
 from ._leader import BATON, DONE, PARK_CHECK_S, Leadership
@@ -201,26 +202,26 @@ class ProcessRuntime:
         """Unregisters a port; replies to it are dropped from now on."""
         self.ports.pop(port, None)
 
-    def cast(self, sender: str, mesh: str, method: str, procs: str, table: Sequence[str],
-             view: View, ranks: Sequence[int], frames: list[Any], port: tuple | None,
-             trace: tuple | None = None, block: bool = True, whole: bool = False,
+    def cast(self, sender: str, to: Recipients, method: str, frames: list[Any],
+             port: tuple | None, trace: tuple | None = None, *, block: bool = True,
              hold: bool = False) -> None:
-        """Sends one call to every rank of `view` (base ranks `ranks` of proc mesh `procs`,
-        whose addresses are `table`; `whole`: every actor of the mesh). `hold`: the call may
-        wait for the thread's next calls and leave with them (`_wire._held`). Raises PeerGone
-        if the first hop is known dead."""
+        """Sends one call of `method` from `sender` to every actor of `to`, its answers to
+        `port` (address, port id), or none (None). `hold`: the call may wait for the
+        thread's next calls and leave with them (`_wire._held`). Raises PeerGone if the first
+        hop is known dead."""
+        ranks = to.ranks
         if len(ranks) == 1:
-            seqs: tuple = ((self.numbering.take_one(sender, mesh, ranks[0]), 1),)
+            seqs: tuple = ((self.numbering.take_one(sender, to.mesh, ranks[0]), 1),)
         else:
-            seqs = self.numbering.take(sender, mesh, ranks, whole)
-        fields = (sender, mesh, method, procs, view.to_wire(), 0, len(ranks), seqs, port,
-                  trace, _clock.now(), len(frames))
+            seqs = self.numbering.take(sender, to.mesh, ranks, to.whole)
+        call = Call(sender, to.mesh, method, to.procs, to.wire, 0, len(ranks), seqs, port,
+                    trace, _clock.now(), len(frames))
         if hold:
-            if self.outbox.hold(table[ranks[0]], fields, frames) \
+            if self.outbox.hold(to.table[ranks[0]], call, frames) \
                     and self.leadership.holder_polls():
                 self.wake()  # a leader polls, maybe for long: it releases them at once
             return
-        self.outbox.send(table[ranks[0]], Call(*fields), frames, block=block)
+        self.outbox.send(to.table[ranks[0]], call, frames, block=block)
 
     def _held_lost(self, address: str, msg: Any, reason: str | None) -> None:
         """Held calls that could not be sent: their callers get the error a send would have

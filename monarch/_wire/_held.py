@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ._messages import call_or_batch
+from ._messages import Call, call_or_batch
 
 MAX_HELD = 64
 """Calls held for one destination before they are sent without waiting for more."""
@@ -49,15 +49,15 @@ class HeldCalls:
         self._after = after
         """Runs after each release, without the lock (what could not be sent is reported
         there: reporting fails futures, whose callbacks may hold calls again)."""
-        self.by_address: dict[str, list[tuple[tuple, list[Any]]]] = {}
-        """Destination address -> (Call fields, frames) of each call held for it, in order."""
+        self.by_address: dict[str, list[tuple[Call, list[Any]]]] = {}
+        """Destination address -> (Call, frames) of each call held for it, in order."""
         self.since = 0.0
         """When the first of the calls held now was held (`time.monotonic`)."""
         self.lock = threading.Lock()
         """Held while calls are added or sent: a thread that finds it taken waits for the
         release (`Outbox.send_raw`), so its own message cannot overtake its held calls."""
 
-    def hold(self, address: str, fields: tuple, frames: list[Any]) -> bool:
+    def hold(self, address: str, call: Call, frames: list[Any]) -> bool:
         """Holds one call; returns True when nothing was held before (the caller makes sure a
         release will come). Holding `MAX_HELD` for one address sends them at once."""
         with self.lock:
@@ -66,9 +66,9 @@ class HeldCalls:
                 self.since = time.monotonic()
             held = self.by_address.get(address)
             if held is None:
-                self.by_address[address] = [(fields, frames)]
+                self.by_address[address] = [(call, frames)]
                 return first
-            held.append((fields, frames))
+            held.append((call, frames))
             if len(held) < MAX_HELD:
                 return first
         self.release(block=True)

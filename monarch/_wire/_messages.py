@@ -181,14 +181,14 @@ CALL_FIELDS = 12
 """Number of fields of a Call (for validating the entries of a Batch)."""
 
 
-def call_or_batch(calls: list[tuple[tuple, list[Any]]]) -> tuple[Any, list[Any]]:
-    """The message that carries `calls` ((Call fields, frames) each, in order) to one
-    destination, and its frames: the Call itself for one, else one Batch."""
+def call_or_batch(calls: list[tuple[Call, list[Any]]]) -> tuple[Any, list[Any]]:
+    """The message that carries `calls` ((Call, frames) each, in order) to one destination,
+    and its frames: the Call itself for one, else one Batch."""
     if len(calls) == 1:
-        fields, frames = calls[0]
-        return Call(*fields), frames
+        return calls[0]
     frames = [frame for _, fs in calls for frame in fs]
-    return Batch(tuple(fields for fields, _ in calls), len(frames)), frames
+    fields = Call._getter
+    return Batch(tuple(fields(call) for call, _ in calls), len(frames)), frames
 
 
 class Seqs:

@@ -25,7 +25,7 @@ import zmq.utils.z85
 
 from . import _lane
 from ._held import HeldCalls
-from ._messages import WireError, decode, encode
+from ._messages import Call, WireError, decode, encode
 
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _USER = b"monarch"
@@ -344,12 +344,12 @@ class Outbox:
         """Sends a message (envelope + frames) to `address`, in order per link."""
         self.send_raw(address, [encode(msg), *frames], block)
 
-    def hold(self, address: str, fields: tuple, frames: list[Any]) -> bool:
-        """Holds a Call (its fields) for `address` until the next release (`_held`); True
+    def hold(self, address: str, call: Call, frames: list[Any]) -> bool:
+        """Holds a Call for `address` until the next release (`_held`); True
         when nothing was held before. Raises PeerGone once the outbox is closed."""
         if self._closed:
             raise PeerGone(address)
-        return self.held.hold(address, fields, frames)
+        return self.held.hold(address, call, frames)
 
     def _send_held(self, address: str, msg: Any, frames: list[Any], block: bool) -> None:
         if self._is_dead(address):  # its death answered the callers already

@@ -24,6 +24,7 @@ from .._runtime import _context, _process_runtime as _process, _controller_calls
 from .. import _rdma
 from .._runtime._future import Future
 from .._runtime._ports import CallInfo, OneSink
+from .._runtime._recipients import procs_of
 from .._geometry._view import View
 from ._receiver import WorkspaceReceiver, check_name
 from ._tree import FileEntry, scan
@@ -245,6 +246,6 @@ def _tell(procs: str, rank: int, address: str, labels: list[str], sizes: list[in
     info = CallInfo(f"@{procs}", "workspace", lambda i: f"<proc {address}>")
     port = runtime.new_port(OneSink(future, address, info))
     sender = _context.context().actor_instance._sender
-    runtime.cast(sender, "@" + procs, "workspace", procs, tuple(table), view, [rank],
+    runtime.cast(sender, procs_of(procs, tuple(table), view, [rank]), "workspace",
                  [msgpack.packb(body)], (runtime.address, port))
     return future
