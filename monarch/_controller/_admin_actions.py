@@ -18,7 +18,8 @@ from typing import Any
 from .._runtime import _controller_calls as _services
 from .. import config
 from .._runtime._future import Future
-from .._mesh._proc_mesh import ProcMesh
+from .._mesh._system_calls import system_call
+from .._runtime._recipients import procs_of
 from .._geometry._selection import SelectionError, select_ranks
 from .._geometry._view import View
 from .._actors._stacks import group_stacks
@@ -177,8 +178,9 @@ class Actions:
         for rank, proc in targets:
             view = View.dense([], [], offset=proc.rank)
             try:
-                future: Any = ProcMesh(procs=proc.procs, table=tables[proc.procs], full=view,
-                                       view=view)._system_values("stacks", {"mesh": mesh_id})
+                future: Any = system_call(procs_of(proc.procs, tables[proc.procs], view,
+                                                   [proc.rank]), "stacks", {"mesh": mesh_id},
+                                          combine=lambda values: values[0])
             except Exception as exc:  # noqa: BLE001 - a proc known gone: its own group
                 future = exc
             asked.append((rank, proc, future))
@@ -288,7 +290,7 @@ def _stack_answer(proc: Any, future: Any, deadline: float) -> dict[str, Any]:
         return {"proc": proc.proc, "error": f"no answer within {STACKS_TIMEOUT_S:g}s"}
     except Exception as exc:  # noqa: BLE001 - reported as the rank's group
         return {"proc": proc.proc, "error": f"{type(exc).__name__}: {exc}"}
-    return dict(next(iter(value.values())))
+    return dict(value)
 
 
 def _tables(entries: list[tuple[str, str, int, Any, str]]) -> dict[str, tuple[str, ...]]:
@@ -309,8 +311,8 @@ class _Ping:
         self.sent = time.perf_counter()
         self.answered: float | None = None
         try:
-            self.future: Any = ProcMesh(procs=procs, table=tables[procs], full=view,
-                                        view=view).stats()
+            self.future: Any = system_call(procs_of(procs, tables[procs], view, [rank]),
+                                           "stats", combine=lambda values: values[0])
         except Exception as exc:
             self.future = exc
             return
@@ -324,7 +326,7 @@ class _Ping:
             return _check("ping", proc, pid, None, f"{type(self.future).__name__}: {self.future}")
         try:
             value = self.future.get(timeout=max(deadline - time.monotonic(), 0.0))
-            stats = next(iter(value.values()))
+            stats = value
         except TimeoutError:
             return _check("ping", proc, pid, None, f"no answer within {PING_TIMEOUT_S:g}s")
         except Exception as exc:

@@ -13,12 +13,11 @@ from .._runtime import _context, _process_runtime as _process, _controller_calls
 from .._runtime._context import actor_label
 from .._actors._actor import Actor
 from ._actor_mesh import ActorMesh
-from ._system_calls import _runtime
+from ._system_calls import _runtime, system_call
 from .._actors._endpoint import check_sync_async, endpoint_table
 from .._runtime._errors import UnpicklableError
 from .._runtime._future import Future, chained
 from .._geometry._onview import OnView
-from .._runtime._ports import CallInfo, CallSink
 from .._runtime._recipients import procs_of
 from .._geometry._view import View
 from .._geometry._value_mesh import ValueMesh
@@ -146,21 +145,9 @@ class ProcMesh(OnView):
     def stats(self) -> Future[Any]:
         """A future of a ValueMesh of each proc's counters (messages received, frames and peers
         refused, internal errors, its actors, whether its I/O thread sleeps)."""
-        return self._system_values("stats")
-
-    def _system_values(self, method: str, body: dict[str, Any] | None = None) -> Future[Any]:
-        """A future of a ValueMesh of each proc's answer to system method `method`."""
-        runtime = _process.current() or _runtime()
-        future: Future[Any] = Future._pending()
-        addresses = tuple(self._table[r] for r in self._ranks)
-        info = CallInfo(f"@{self._procs}", method, lambda i: f"<proc {addresses[i]}>")
         extent = self._view.extent
-        port = runtime.new_port(CallSink(future, addresses, info,
-                                         lambda values: ValueMesh(extent, values)))
-        sender = _context.context().actor_instance._sender
-        frames = [msgpack.packb(body)] if body is not None else []
-        runtime.cast(sender, self._agents, method, frames, (runtime.address, port))
-        return future
+        return system_call(self._agents, "stats",
+                           combine=lambda values: ValueMesh(extent, values))
 
     def stop(self) -> Future[None]:
         """Stops every proc of this mesh (actors' `__cleanup__` run first); waits for exits."""
