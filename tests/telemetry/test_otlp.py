@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import http.server
 import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from otlp_receiver import OtlpReceiver, attrs
+
 from monarch.telemetry import (
     BATCH_VERSION,
     LogRecord,
@@ -21,96 +20,11 @@ from monarch.telemetry import (
 )
 
 
-class Receiver:
-    """Collects decoded OTLP requests posted to /v1/traces, /v1/logs and /v1/metrics; answers
-    the first
-    `refusals` POSTs with those statuses instead (a collector that is briefly unwell)."""
-
-    def __init__(self, refusals: tuple[int, ...] = ()) -> None:
-        self.requests: list[tuple[str, Any, Any]] = []  # (path, headers, request)
-        self.refusals = list(refusals)
-        self.refused = 0
-        self.got = threading.Condition()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                with receiver.got:
-                    status = receiver.refusals.pop(0) if receiver.refusals else 200
-                if status != 200:
-                    receiver.refused += 1
-                    self.send_response(status)
-                    self.send_header("Retry-After", "0")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                receiver.record(self.path, self.headers, body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def record(self, path: str, headers: Any, body: bytes) -> None:
-        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
-        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-
-        cls = {"/v1/traces": trace_service_pb2.ExportTraceServiceRequest,
-               "/v1/logs": logs_service_pb2.ExportLogsServiceRequest,
-               "/v1/metrics": metrics_service_pb2.ExportMetricsServiceRequest}[path]
-        message = cls()
-        message.ParseFromString(body)
-        with self.got:
-            self.requests.append((path, headers, message))
-            self.got.notify_all()
-
-    def wait_for_metrics(self, condition: Any, values: Any) -> None:
-        """Waits (10 s at most) until ``condition(values(self))`` holds."""
-        with self.got:
-            assert self.got.wait_for(lambda: condition(values(self)), timeout=10), values(self)
-
-    def wait_for(self, n: int) -> list[tuple[str, Any, Any]]:
-        with self.got:
-            assert self.got.wait_for(lambda: len(self.requests) >= n, timeout=10)
-            return list(self.requests)
-
-    def metrics(self) -> list[Any]:
-        """The metrics requests received so far, oldest first."""
-        with self.got:
-            return [request for path, _, request in self.requests if path == "/v1/metrics"]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
+def receiver() -> Iterator[OtlpReceiver]:
+    r = OtlpReceiver()
     yield r
     r.close()
-
-
-def attrs(key_values: Any) -> dict[str, Any]:
-    out = {}
-    for kv in key_values:
-        field = kv.value.WhichOneof("value")
-        out[kv.key] = getattr(kv.value, field)
-    return out
 
 
 CALL = SpanRecord(b"\x01" * 16, b"\x0a" * 8, None, "call Trainer.step", 1000, 9000,
@@ -122,7 +36,7 @@ LOG = LogRecord(5, 6000, "stdout", 20, "hello", {"proc": "proc-0", "pid": 42, "h
                 b"\x01" * 16, b"\x0b" * 8)
 
 
-def config(receiver: Receiver, **env: str) -> OtlpConfig:
+def config(receiver: OtlpReceiver, **env: str) -> OtlpConfig:
     return OtlpConfig.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
                                 "OTEL_SERVICE_NAME": "my-job",
                                 "OTEL_EXPORTER_OTLP_HEADERS": "x-token=s%20ecret",
@@ -130,7 +44,7 @@ def config(receiver: Receiver, **env: str) -> OtlpConfig:
                                 **env})
 
 
-def test_spans_keep_parent_links_and_resources(receiver: Receiver) -> None:
+def test_spans_keep_parent_links_and_resources(receiver: OtlpReceiver) -> None:
     store = Store()
     store.set_resource("proc-0", {"proc": "proc-0", "pid": 42, "host": "h1"})
     exporter = OtlpExporter(store, config(receiver))
@@ -151,7 +65,7 @@ def test_spans_keep_parent_links_and_resources(receiver: Receiver) -> None:
     assert (child.start_time_unix_nano, child.end_time_unix_nano) == (2000, 8000)
 
 
-def test_logs_carry_tags_severity_and_trace(receiver: Receiver) -> None:
+def test_logs_carry_tags_severity_and_trace(receiver: OtlpReceiver) -> None:
     exporter = OtlpExporter(Store(), config(receiver, OTEL_EXPORTER_OTLP_COMPRESSION="gzip"))
     assert exporter.export_logs([LOG])
     ((path, headers, request),) = receiver.wait_for(1)
@@ -166,7 +80,7 @@ def test_logs_carry_tags_severity_and_trace(receiver: Receiver) -> None:
     assert (tags["mesh"], tags["rank"], tags["log.iostream"]) == ("trainer", 0, "stdout")
 
 
-def test_background_thread_follows_the_store(receiver: Receiver) -> None:
+def test_background_thread_follows_the_store(receiver: OtlpReceiver) -> None:
     store = Store()
     exporter = OtlpExporter(store, config(receiver), interval_s=0.05).start()
     try:
@@ -195,7 +109,7 @@ def test_unreachable_endpoint_is_counted_not_raised() -> None:
 
 @pytest.mark.parametrize("status", [429, 502, 503, 504])
 def test_a_collector_briefly_unwell_costs_nothing(status: int) -> None:
-    receiver = Receiver(refusals=(status, status))
+    receiver = OtlpReceiver(refusals=(status, status))
     try:
         exporter = OtlpExporter(Store(), config(receiver), backoff_s=0.01)
         assert exporter.export_spans([CALL])
@@ -208,7 +122,7 @@ def test_a_collector_briefly_unwell_costs_nothing(status: int) -> None:
 
 
 def test_a_lasting_refusal_is_not_retried() -> None:
-    receiver = Receiver(refusals=(400,))
+    receiver = OtlpReceiver(refusals=(400,))
     try:
         exporter = OtlpExporter(Store(), config(receiver), backoff_s=0.01)
         assert not exporter.export_spans([CALL])
@@ -266,13 +180,13 @@ def ship_metrics(store: Store, proc: str, handled: int, depth: float,
     store.ingest(recorder.drain())
 
 
-def test_metrics_arrive_with_names_values_and_attributes(receiver: Receiver) -> None:
+def test_metrics_arrive_with_names_values_and_attributes(receiver: OtlpReceiver) -> None:
     store = Store()
     ship_metrics(store, "proc-0", 3, 2.0, [0.0002, 0.3])
     ship_metrics(store, "proc-1", 4, 5.5, [0.0002, 0.0002, 100.0])
     exporter = OtlpExporter(store, config(receiver))
     assert exporter.export_metrics()
-    (request,) = receiver.metrics()
+    (request,) = receiver.metric_requests()
     (resource_metrics,) = request.resource_metrics
     resource = attrs(resource_metrics.resource.attributes)
     assert resource["service.name"] == "my-job" and resource["deployment.environment"] == "test"
@@ -302,26 +216,26 @@ def test_metrics_arrive_with_names_values_and_attributes(receiver: Receiver) -> 
     assert exporter.statistics().metric_points_sent == 4  # 1 counter + 2 gauges + 1 histogram
 
 
-def handled_values(receiver: Receiver) -> list[int]:
+def handled_values(receiver: OtlpReceiver) -> list[int]:
     """messages_handled as each metrics request carried it."""
-    return [point.as_int for request in receiver.metrics()
+    return [point.as_int for request in receiver.metric_requests()
             for point in metrics_of(request)["monarch_messages_handled"].sum.data_points]
 
 
-def test_metrics_are_sent_every_interval(receiver: Receiver) -> None:
+def test_metrics_are_sent_every_interval(receiver: OtlpReceiver) -> None:
     store = Store()
     ship_metrics(store, "proc-0", 1, 0.0, [])
     exporter = OtlpExporter(store, config(receiver, OTEL_METRIC_EXPORT_INTERVAL="50"),
                             interval_s=0.05).start()
     try:
-        receiver.wait_for_metrics(lambda values: 1 in values, handled_values)
+        receiver.wait_until(lambda: 1 in handled_values(receiver))
         ship_metrics(store, "proc-0", 5, 0.0, [])  # the proc's newest value: 5
-        receiver.wait_for_metrics(lambda values: 5 in values, handled_values)
+        receiver.wait_until(lambda: 5 in handled_values(receiver))
     finally:
         exporter.stop()
 
 
-def test_metrics_are_sent_at_stop(receiver: Receiver) -> None:
+def test_metrics_are_sent_at_stop(receiver: OtlpReceiver) -> None:
     store = Store()
     exporter = OtlpExporter(store, config(receiver, OTEL_METRIC_EXPORT_INTERVAL="3600000"),
                             interval_s=0.05).start()
@@ -330,7 +244,7 @@ def test_metrics_are_sent_at_stop(receiver: Receiver) -> None:
     assert handled_values(receiver) == [9]
 
 
-def test_no_metrics_when_the_metrics_exporter_is_none(receiver: Receiver) -> None:
+def test_no_metrics_when_the_metrics_exporter_is_none(receiver: OtlpReceiver) -> None:
     store = Store()
     exporter = OtlpExporter(store, config(receiver, OTEL_METRICS_EXPORTER="none"),
                             interval_s=0.05).start()
@@ -342,7 +256,7 @@ def test_no_metrics_when_the_metrics_exporter_is_none(receiver: Receiver) -> Non
 
 
 def test_metrics_posts_are_retried_too() -> None:
-    receiver = Receiver(refusals=(503,))
+    receiver = OtlpReceiver(refusals=(503,))
     try:
         store = Store()
         ship_metrics(store, "proc-0", 2, 0.0, [])
