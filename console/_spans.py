@@ -7,31 +7,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from ._format import fmt_ms
+from ._table import LineTable
 
 COLUMNS = ("duration", "span", "where", "outcome", "time")
 WIDTHS = (8, 26, 16, 7, 8)
-"""Fixed widths: refilling the table then measures nothing."""
+"""Fixed widths."""
 
 
-class SpanPane(DataTable[Text]):
-    """The newest spans (the admin API's `spans()`), slow ones highlighted."""
+class SpanPane(LineTable):
+    """The newest spans (the admin API's `spans()`), slow ones highlighted. Virtual
+    (`LineTable`): a span already drawn is not drawn again when newer ones push it down."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(list(zip(COLUMNS, WIDTHS)), **kwargs)
         self.shown: list[tuple[str, ...]] = []
 
     def on_mount(self) -> None:
         self.border_title = "spans"
-        self._columns()
 
-    def _columns(self) -> None:
-        # the app may show data before this widget's Mount is handled
-        if not self.columns:
-            for name, width in zip(COLUMNS, WIDTHS):
-                self.add_column(name, key=name, width=width)
+    @property
+    def row_count(self) -> int:
+        return len(self.items)
+
+    def cells(self, item: tuple[Text, ...]) -> tuple[Text, ...]:
+        return item
+
+    def key_of(self, item: tuple[Text, ...]) -> tuple[str, ...]:
+        return tuple(cell.plain for cell in item)
 
     def show(self, spans: Sequence[dict[str, Any]], limit: int = 100) -> None:
         """Shows the newest `limit` spans."""
@@ -39,14 +43,11 @@ class SpanPane(DataTable[Text]):
                          reverse=True)[:limit]
         rows = [_cells(s) for s in ordered]
         plain = [tuple(c.plain for c in row) for row in rows]
-        self._columns()
         if plain == self.shown:
             return
         self.shown = plain
         self.border_title = f"spans ({len(spans)} recent)"
-        self.clear()
-        for row in rows:
-            self.add_row(*row)
+        self.set_rows(rows)
 
 
 def _cells(span: dict[str, Any]) -> tuple[Text, ...]:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable
 
 from ._format import fmt_ms, fmt_rate
 from ._model import Row
 from ._styles import STATE_GLYPHS, state_style
+from ._table import LineTable
 
 COLUMNS = ("node", "state", "msg/s", "queue", "p50", "", "last method")
 WIDTHS = (10, 6, 5, 7, 30, 14)
 """Widths of the columns after the node column."""
 
 
-class MeshTree(DataTable[Text]):
-    """A table whose rows are the model's tree rows; the cursor is the console's selection."""
+class MeshTree(LineTable):
+    """A table whose rows are the model's tree rows; the cursor is the console's selection.
+    Virtual (`LineTable`): a refresh draws again only the visible rows that changed."""
 
     class Selected(Message):
         """The cursor moved to another row."""
@@ -35,71 +38,58 @@ class MeshTree(DataTable[Text]):
             """True: open, False: close, None: the other way round."""
             super().__init__()
 
-    BINDINGS = [Binding("enter", "toggle_row", "expand/collapse", show=False),
-                Binding("right", "toggle_row(True)", "expand", show=False),
-                Binding("left", "toggle_row(False)", "collapse", show=False)]
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("enter", "toggle_row", "expand/collapse", show=False),
+        Binding("right", "toggle_row(True)", "expand", show=False),
+        Binding("left", "toggle_row(False)", "collapse", show=False)]
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
-        self.rows_shown: list[Row] = []
-        self._node_width = 0
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(_columns(20), **kwargs)
 
     def on_mount(self) -> None:
         self.border_title = "topology"
 
     @property
+    def rows_shown(self) -> list[Row]:
+        return self.items
+
+    @property
     def selected(self) -> Row | None:
         """The row under the cursor."""
-        if not self.rows_shown:
-            return None
-        return self.rows_shown[min(self.cursor_row, len(self.rows_shown) - 1)]
+        return self.cursor_item
+
+    def cells(self, item: Row) -> tuple[Text, ...]:
+        return _cells(item)
+
+    def key_of(self, item: Row) -> str:
+        return item.key
 
     def show(self, rows: list[Row]) -> None:
-        """Shows `rows`, keeping the cursor on the same key (or the same position).
-
-        Columns have fixed widths (the node column fits the longest label): updating a cell
-        then costs one cell, not a re-measure of the whole column.
-        """
+        """Shows `rows`, keeping the cursor on the same key (or the same position); the node
+        column fits the longest label."""
         before = self.selected
         width = max((2 * r.depth + 4 + len(r.label) for r in rows), default=20)
-        same = [r.key for r in rows] == [r.key for r in self.rows_shown]
-        if same and width <= self._node_width:
-            for old, new in zip(self.rows_shown, rows):
-                if old != new:
-                    for column, cell in zip(COLUMNS, _cells(new)):
-                        self.update_cell(new.key, column or "note", cell)
-            self.rows_shown = rows
-        else:
-            self._rebuild(rows, width)
+        self.set_rows(rows, _columns(width))
+        if before is not None and (before.key != getattr(self.selected, "key", None)):
             keys = [r.key for r in rows]
-            if before is not None and before.key in keys:
-                self.move_cursor(row=keys.index(before.key), animate=False)
+            if before.key in keys:
+                self.move_cursor(row=keys.index(before.key))
         if self.selected != before:
             self.post_message(self.Selected(self.selected))
 
-    def _rebuild(self, rows: list[Row], width: int) -> None:
-        self.rows_shown = rows
-        self.clear(columns=width != self._node_width or not self.columns)
-        if not self.columns:
-            self._node_width = width
-            for name, size in zip(COLUMNS, (width, *WIDTHS)):
-                self.add_column(name, key=name or "note", width=size)
-        for row in rows:
-            self.add_row(*_cells(row), key=row.key)
-
     def select_key(self, key: str) -> bool:
         """Moves the cursor to the row with `key`; False if it is not shown."""
-        keys = [r.key for r in self.rows_shown]
+        keys = [r.key for r in self.items]
         if key not in keys:
             return False
-        self.move_cursor(row=keys.index(key), animate=False)
+        self.move_cursor(row=keys.index(key))
         return True
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_line_table_cursor_moved(self, event: LineTable.CursorMoved) -> None:
         event.stop()
         self.post_message(self.Selected(self.selected))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_line_table_chosen(self, event: LineTable.Chosen) -> None:
         event.stop()
         if self.selected is not None and self.selected.expandable:
             self.post_message(self.Toggled(self.selected))
@@ -107,6 +97,10 @@ class MeshTree(DataTable[Text]):
     def action_toggle_row(self, expand: bool | None = None) -> None:
         if self.selected is not None and self.selected.expandable:
             self.post_message(self.Toggled(self.selected, expand))
+
+
+def _columns(node_width: int) -> list[tuple[str, int]]:
+    return list(zip(COLUMNS, (node_width, *WIDTHS)))
 
 
 def _cells(row: Row) -> tuple[Text, ...]:

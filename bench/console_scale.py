@@ -1,0 +1,205 @@
+"""`monarch top` at a job's size (issue 32, item 1): refreshes per second, key latency and what
+the console's polling costs the controller, on a job of 64, 256 and 1,024 busy actors.
+
+    python bench/console_scale.py                       # 64, 256 and 1,024 actors
+    python bench/console_scale.py --actors 1024 --seconds 20 --json out.json
+
+For each size, a job runs as a child process (its own controller): `procs` procs on this host,
+`meshes` meshes of one `Worker` per proc (64 = 16 procs x 4 meshes, 256 = 64 x 4, 1,024 =
+64 x 16), calling every mesh in a loop (one `call` to each, all answers got, again). This side
+reaches it through its admin API as `monarch top` does, and:
+
+1. reads the controller's CPU (`/proc/<pid>/stat`) over `--seconds` with no console: the job's
+   own cost;
+2. runs the console (`MonarchTop`, `--refresh` 0.5 s, headless under Textual's Pilot, 200 x 50)
+   for as long, pressing `j`/`k` once a second (`simulate_key`: queued to the app as a
+   terminal's key is; the cursor moves through the tree) and reading the controller's CPU
+   again: the difference is what the console's polling costs it;
+3. prints one JSON line per size: topology refreshes shown per second (target >= 2), key
+   latency (from the key queued until the cursor moved: p50 and max, ms; target p50 <= 100,
+   max <= 300), the controller's CPU in % of one core with and without the console, and the
+   console process's own CPU.
+
+Figures, never assertions: the machine is shared and noisy. Each job is stopped at the end of
+its size (nothing is left running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = {64: (16, 4), 256: (64, 4), 1024: (64, 16)}
+"""Actors -> (procs, meshes)."""
+
+
+# -- the job (a child process: `--job PROCS MESHES`) ----------------------------------------------
+
+def run_job(procs_n: int, meshes_n: int) -> None:
+    from monarch.actor import Actor, endpoint, this_host
+
+    class Worker(Actor):
+        def __init__(self) -> None:
+            self.steps = 0
+
+        @endpoint
+        def step(self) -> int:
+            self.steps += 1
+            return self.steps
+
+    procs = this_host().spawn_procs(per_host={"gpus": procs_n})
+    meshes = [procs.spawn(f"w{i:02d}", Worker) for i in range(meshes_n)]
+    parent = os.getppid()
+    rounds = 0
+    try:
+        while os.getppid() == parent:
+            for future in [mesh.step.call() for mesh in meshes]:
+                future.get(timeout=120)
+            rounds += 1
+            if rounds == 1:
+                print("READY", flush=True)
+    finally:
+        procs.stop().get(timeout=60)
+
+
+# -- this side ------------------------------------------------------------------------------------
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_pct(pid: int, seconds: float) -> float:
+    before, start = cpu_s(pid), time.monotonic()
+    time.sleep(seconds)
+    return 100 * (cpu_s(pid) - before) / (time.monotonic() - start)
+
+
+class Job:
+    """The job child, with its own run directory; `client` reaches its admin API."""
+
+    def __init__(self, actors: int) -> None:
+        procs, meshes = SHAPES[actors]
+        self.run_dir = Path(tempfile.mkdtemp(prefix="cs-"))
+        env = dict(os.environ, MONARCH_RUN_DIR=str(self.run_dir))
+        self.proc = subprocess.Popen([sys.executable, __file__, "--job", str(procs), str(meshes)],
+                                     stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env,
+                                     start_new_session=True)
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        from monarch.admin import AdminClient
+
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if line.strip() != "READY":
+            raise RuntimeError(f"the job did not start (exit {self.proc.poll()})")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for path in self.run_dir.glob("*/admin.json"):
+                try:
+                    info = json.loads(path.read_text())
+                except ValueError:
+                    continue
+                self.client = AdminClient(info["address"], info["token"], info)
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"no admin.json in {self.run_dir}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+async def measure_console(client: Any, pid: int, seconds: float,
+                          refresh: float) -> dict[str, Any]:
+    from monarch.console.app import MonarchTop
+
+    app = MonarchTop(client, refresh=refresh)
+    moved: list[float] = []
+    async with app.run_test(size=(200, 50)) as pilot:
+        deadline = time.monotonic() + 120
+        while len(app.mesh_tree.rows_shown) < 4 and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        await pilot.press("g")
+        cpu0, mine0, start = cpu_s(pid), time.process_time(), time.monotonic()
+        step = 0
+        while time.monotonic() - start < seconds:
+            row = app.mesh_tree.cursor_row
+            key = "down" if (step // 5) % 2 == 0 else "up"
+            before = time.perf_counter()
+            app.simulate_key(key)  # as a terminal's key arrives: queued to the app
+            while app.mesh_tree.cursor_row == row and time.perf_counter() - before < 10:
+                await asyncio.sleep(0.001)
+            moved.append((time.perf_counter() - before) * 1000)
+            step += 1
+            await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - before)))
+        elapsed = time.monotonic() - start
+        ctl = 100 * (cpu_s(pid) - cpu0) / elapsed
+        mine = 100 * (time.process_time() - mine0) / elapsed
+        stats = app.statistics(window_s=elapsed)
+        rows = len(app.mesh_tree.rows_shown)
+    return {"refreshes_per_s": round(stats.snapshots_per_s, 2),
+            "cursor_moved_ms_p50": round(statistics.median(moved), 1),
+            "cursor_moved_ms_max": round(max(moved), 1),
+            "controller_cpu_pct_with_console": round(ctl, 1),
+            "console_cpu_pct": round(mine, 1), "tree_rows": rows, "presses": len(moved)}
+
+
+def measure(actors: int, seconds: float, refresh: float) -> dict[str, Any]:
+    job = Job(actors)
+    try:
+        job.wait_ready()
+        row: dict[str, Any] = {"actors": actors}
+        row["controller_cpu_pct_without_console"] = round(cpu_pct(job.proc.pid, seconds), 1)
+        row.update(asyncio.run(measure_console(job.client, job.proc.pid, seconds, refresh)))
+        row["console_cost_controller_pct"] = round(
+            row["controller_cpu_pct_with_console"] - row["controller_cpu_pct_without_console"], 1)
+        return row
+    finally:
+        job.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actors", default="64,256,1024",
+                        help=f"sizes, comma-separated, of {sorted(SHAPES)}")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each window's length")
+    parser.add_argument("--refresh", type=float, default=0.5, help="the console's poll (s)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument("--job", nargs=2, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.job:
+        run_job(*args.job)
+        return
+    sizes = [int(s) for s in args.actors.split(",")]
+    unknown = [s for s in sizes if s not in SHAPES]
+    if unknown:
+        parser.error(f"--actors: {unknown} not among {sorted(SHAPES)}")
+    rows = []
+    for actors in sizes:
+        row = measure(actors, args.seconds, args.refresh)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
