@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import zmq
 
 from . import _clock, _future, _gather
+from ._fd_limits import size_context
 from ._recipients import Recipients
 from ._identity import ProcessIdentity
 from ._forward import Forwarder
@@ -45,6 +46,8 @@ class ProcessRuntime:
                  advertise: str | None = None) -> None:
         self.identity = identity
         self.ctx = zmq.Context()
+        self.max_peers = size_context(self.ctx)
+        """Sockets this process may hold (`_fd_limits`): about the peers it can send to."""
         self.inbox = Inbox(self.ctx, identity.secret, endpoint, advertise)
         self.exit_code = 0
         """What the process exits with once its loop ended (1: its proc's bootstrap failed)."""
