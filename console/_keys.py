@@ -25,6 +25,8 @@ KEYS: tuple[Key, ...] = (
     Key("G,end", "cursor_bottom", "last row", "move"),
     Key("enter,right,left", "toggle_row", "expand / collapse the row", "move"),
     Key("tab", "focus_next", "next pane", "move", "panes"),
+    Key("e", "next_failure", "jump to the next failed actor (its root cause in the detail pane)",
+        "move", "failures"),
     Key("l", "focus_logs", "focus the logs", "move"),
     Key("v", "grid", "the selected mesh as its grid: one cell per rank, by a measure", "select",
         "grid"),

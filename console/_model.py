@@ -236,6 +236,26 @@ class _TreeBuilder:
         return row
 
 
+class _AllOpen(dict):  # type: ignore[type-arg]
+    """Expansion choices that open every row."""
+
+    def get(self, key: Any, default: Any = None) -> bool:
+        return True
+
+
+def failed_actors(snapshot: Snapshot) -> list[tuple[Row, list[str]]]:
+    """Every failed actor, in tree order, with the keys of the rows above it (job, host, proc
+    mesh, mesh): open those and the actor's row is shown, wherever it was folded."""
+    found = []
+    above: list[Row] = []
+    for row in build_rows(snapshot, _AllOpen()):
+        above = [r for r in above if r.depth < row.depth]
+        if row.kind == "actor" and row.state == FAILED:
+            found.append((row, [r.key for r in above]))
+        above.append(row)
+    return found
+
+
 def running_note(actor: Mapping[str, Any]) -> str:
     """`in generate for 12.3 s` (the oldest handler running now; + how many more)."""
     running = actor.get("running") or []

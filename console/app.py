@@ -290,6 +290,25 @@ class MonarchTop(App[None]):
         self.mesh_tree.focus()
         self.mesh_tree.action_cursor_up()
 
+    def action_next_failure(self) -> None:
+        """Jumps to the next failed actor (after the cursor, round to the first), opening the
+        rows above it; its root cause is in the detail pane."""
+        failed = model.failed_actors(self.snapshot)
+        if not failed:
+            self.notify("no failed actor", title="failures")
+            return
+        keys = [row.key for row, _ in failed]
+        current = self.mesh_tree.selected
+        at = keys.index(current.key) + 1 if current is not None and current.key in keys else 0
+        row, above = failed[at % len(failed)]
+        for key in above:
+            self.expanded[key] = True
+        self._render_tree()
+        self.mesh_tree.focus()
+        self.mesh_tree.select_key(row.key)
+        self.notify(f"{row.label}: {row.note}", title=f"failure {at % len(failed) + 1} of "
+                    f"{len(failed)}")
+
     def action_cursor_top(self) -> None:
         self.mesh_tree.focus()
         self.mesh_tree.move_cursor(row=0)

@@ -62,6 +62,26 @@ async def test_actions_that_do_not_fit_the_selection_warn_and_do_nothing():
         assert client.calls == [] and app.screen is app.screen_stack[0]
 
 
+async def test_e_jumps_to_the_failed_actor_of_a_folded_mesh_and_names_its_cause():
+    client = FakeClient()
+    app = MonarchTop(client, refresh=0.1)
+    shown = record_notifications(app)
+    async with app.run_test(size=(150, 40), notifications=True) as pilot:
+        await wait_for(pilot, lambda: len(app.mesh_tree.rows_shown) > 5)
+        await select(pilot, "trainers")
+        await pilot.press("left")  # fold the mesh: its failed actor is hidden
+        await wait_for(pilot, lambda: "trainers[3]" not in
+                       [r.label for r in app.mesh_tree.rows_shown], what="trainers folded")
+        await pilot.press("g", "e")
+        await wait_for(pilot, lambda: app.mesh_tree.selected is not None
+                       and app.mesh_tree.selected.label == "trainers[3]",
+                       what="the cursor on trainers[3]")
+        assert app.expanded["mesh:local:m1"] is True
+        await wait_for(pilot, lambda: any("trainers[3]: Killed(sig=9)" in m for m in shown),
+                       what="the root cause named")
+        assert "Killed(sig=9)" in screen_text(app)  # the detail pane shows it too
+
+
 async def test_keys_send_the_selection_to_the_client():
     client = FakeClient()
     app = MonarchTop(client, refresh=0.1)

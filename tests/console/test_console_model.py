@@ -48,6 +48,16 @@ def test_collapsing_hides_children_and_big_meshes_start_closed():
     assert m.default_expanded("procs", 100)
 
 
+def test_failed_actors_are_found_with_the_rows_to_open_even_when_folded():
+    folded = {"mesh:local:m1": False, "procs:local:p1": False}
+    assert "trainers[3]" not in [r.label for r in m.build_rows(snapshot(), folded)]
+    ((row, above),) = m.failed_actors(snapshot())
+    assert row.label == "trainers[3]" and row.note == "Killed(sig=9)"
+    assert above == ["job", "host:local", "procs:local:p1", "mesh:local:m1"]
+    opened = dict(folded, **dict.fromkeys(above, True))
+    assert "trainers[3]" in [r.label for r in m.build_rows(snapshot(), opened)]
+
+
 def test_paused_sessions_show_on_their_actor():
     session = {"id": 7, "actor_name": "generators", "rank": 1, "actor_id": "m2[1]",
                "function": "generate", "lineno": 12}
