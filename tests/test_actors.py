@@ -14,6 +14,7 @@ from monarch.actor import (Accumulator, Actor, ActorError, Channel, Port, ValueM
                            concurrent_endpoint, context, current_actor_name, current_rank,
                            current_size, endpoint, get_or_spawn_controller, send, this_host,
                            this_proc)
+from monarch.actor import SupervisionError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -510,3 +511,38 @@ def test_an_endpoint_named_like_a_mesh_attribute_is_refused_at_spawn(procs):
     with pytest.raises(ValueError, match="ActorMesh has an attribute that collides with an "
                                          "endpoint name: attribute=stop"):
         procs.spawn("colliding", Colliding)
+
+
+class SyncPinger(Actor):
+    @endpoint
+    def ping(self) -> str:
+        return "pong"
+
+
+class AsyncPinger(Actor):
+    @endpoint
+    async def ping(self) -> str:
+        return "pong"
+
+
+@pytest.mark.parametrize("cls", [SyncPinger, AsyncPinger])
+def test_an_internal_error_in_an_actors_thread_fails_it_and_answers_every_caller(cls, fault_log):
+    """Fault injection: the runtime's own code raises in the actor's thread (not a handler's
+    error). The actor fails with the traceback, the call it had taken and every later one get
+    the failure: nobody is left waiting on a thread that ended (the soak saw a controller's
+    actor thread end silently, and a caller time out 60 s later)."""
+    from monarch._runtime import _process_runtime as process
+
+    mesh = this_proc().spawn(f"internal_{cls.__name__}", cls)
+    assert mesh.ping.call_one().get(timeout=30) == "pong"
+    slot = process.current().actors[mesh._mesh_id]
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a fault of the runtime (injected)")
+
+    slot.begin = broken
+    with pytest.raises(SupervisionError, match="internal error of the monarch runtime"):
+        mesh.ping.call_one().get(timeout=30)
+    with pytest.raises(SupervisionError, match="a fault of the runtime"):
+        mesh.ping.call_one().get(timeout=30)
+    wait_until(lambda: not slot.thread.is_alive(), "the actor's thread to end", 30)

@@ -464,6 +464,32 @@ class ActorSlot:
     def _enqueue(self, item: tuple[Any, Any]) -> None:
         raise NotImplementedError
 
+    def died(self, exc: BaseException) -> None:
+        """The actor's thread met an error of the runtime itself (user code's errors are
+        handled where they are raised): the actor fails with its traceback, and what waits
+        in its queue is answered with the failure. Its thread never ends silently, leaving
+        callers to wait for answers nobody will give."""
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        print(f"monarch: internal error in the thread of {self.label()}:\n{text}",
+              file=sys.stderr, flush=True)
+        try:
+            self.fail(f"internal error of the monarch runtime in the actor's thread:\n{text}",
+                      exc)
+            self.ended_failed()
+        finally:
+            current, self._current = self._current, None
+            if isinstance(current, Call):  # taken from the queue, maybe never answered
+                self.refuse(current)
+            self._refuse_queued()
+
+    def _refuse_queued(self) -> None:
+        """Answers what waits in the queue with the actor's failure (nothing will run it)."""
+        raise NotImplementedError
+
+    _current: Any = None
+    """The message the actor's thread took last (`died` answers it)."""
+
+
     def queue_depth(self) -> int:
         """Messages waiting in this actor's queue (approximate, any thread)."""
         return 0
@@ -539,6 +565,15 @@ class SyncSlot(ActorSlot):
                 leave(token)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # noqa: BLE001 - the runtime's own fault, not the user's
+            self.died(exc)
+
+    def _refuse_queued(self) -> None:
+        self._drain_refusing()
+
+    def _serve(self) -> None:
         self.construct()
         while True:
             if self.state == FAILED_STATE:  # it runs no further message: cleanup, then end
@@ -552,6 +587,7 @@ class SyncSlot(ActorSlot):
             if self._control:
                 self._supervise_now()
             msg, frames = self._next()
+            self._current = msg
             if msg is _CONTROL:
                 continue
             if msg is _STOP:
@@ -618,7 +654,19 @@ class AsyncSlot(ActorSlot):
 
     def _begin(self) -> None:
         self._wakeup = asyncio.Event()
-        self._loop.create_task(self._run())
+        self._loop.create_task(self._run_guarded())
+
+    async def _run_guarded(self) -> None:
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            raise  # the loop is going away with the process
+        except BaseException as exc:  # noqa: BLE001 - the runtime's own fault, not the user's
+            self.died(exc)
+            self._loop.stop()
+
+    def _refuse_queued(self) -> None:
+        self._answer_pending()
 
     def queue_depth(self) -> int:
         return len(self._pending)
@@ -718,6 +766,7 @@ class AsyncSlot(ActorSlot):
                 await self._end_failed()
                 return
             msg, frames = pending.popleft()
+            self._current = msg
             if msg is _STOP:
                 await self._stop(*frames)
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
