@@ -19,6 +19,7 @@ import dataclasses
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ._model import Snapshot
@@ -129,24 +130,26 @@ class Feed:
     def poll_once(self) -> Snapshot:
         """One poll of everything the screen shows (errors are reported in the snapshot)."""
         started = time.perf_counter()
+        calls: dict[str, Callable[[], Any]] = {
+            "job": self.client.job, "topology": self.client.topology,
+            "sessions": self.client.sessions, "spans": lambda: self.client.spans(limit=200),
+            "transfers": lambda: self.client.transfers(window=10.0)}
+        focus = self.focus
+        if focus is not None and hasattr(self.client, "actor"):
+            calls["detail"] = lambda: self.client.actor(*focus, 32)
+        answers = _at_once(calls)
         parts: dict[str, Any] = {}
         errors = []
-        for name, call in (("job", self.client.job), ("topology", self.client.topology),
-                           ("sessions", self.client.sessions),
-                           ("spans", lambda: self.client.spans(limit=200)),
-                           ("transfers", lambda: self.client.transfers(window=10.0))):
-            try:
-                parts[name] = call()
-            except Exception as exc:  # noqa: BLE001 - shown in the header, polled again
+        for name in calls:
+            value, exc = answers[name]
+            if exc is None:
+                parts[name] = value
+            elif name != "detail":  # the actor may be gone: the tree says so
                 errors.append(f"{name}: {type(exc).__name__}: {exc}")
-                if name == "job":
-                    break  # the controller is gone or unreachable: do not wait on the rest
-        focus, detail = self.focus, None
-        if focus is not None and "job" in parts and hasattr(self.client, "actor"):
-            try:
-                detail = self.client.actor(*focus, 32)
-            except Exception:  # noqa: BLE001 - the actor may be gone; the tree says so
-                detail = None
+        if "job" not in parts:  # the controller is gone or unreachable: that error alone
+            errors = errors[:1]
+            parts = {}
+        detail = parts.get("detail")
         snap = Snapshot(parts.get("job"), parts.get("topology"), parts.get("sessions") or [],
                         parts.get("spans") or [], parts.get("transfers"),
                         "; ".join(errors) or None, time.monotonic(), detail)
@@ -158,10 +161,13 @@ class Feed:
 
     def _poll_loop(self) -> None:
         while not self._stopped.is_set():
+            started = time.monotonic()
             snap = self.poll_once()
             with self._lock:
                 self._newest = snap
-            self._wake.wait(self.interval)
+            # every `interval` from the start of the last poll: a slow job is polled as often
+            # as its answers allow, not at interval + answer time
+            self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
             self._wake.clear()
 
     # -- logs ------------------------------------------------------------------------------
@@ -216,3 +222,25 @@ class Feed:
     def _count(self, key: str) -> None:
         with self._lock:
             self._stats[key] += 1
+
+
+def _at_once(calls: dict[str, Callable[[], Any]]
+             ) -> dict[str, tuple[Any, BaseException | None]]:
+    """Runs `calls` at once, each on a thread of its own (daemons: a console that quits never
+    waits on them); (value, None) or (None, the exception) by name. A poll then takes as long
+    as its slowest request, not the sum of all (the controller answers them in parallel)."""
+    answers: dict[str, tuple[Any, BaseException | None]] = {}
+
+    def run(name: str, call: Callable[[], Any]) -> None:
+        try:
+            answers[name] = (call(), None)
+        except Exception as exc:  # noqa: BLE001 - the poll reports it
+            answers[name] = (None, exc)
+
+    threads = [threading.Thread(target=run, args=item, name=f"monarch-top-{item[0]}",
+                                daemon=True) for item in calls.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
