@@ -38,6 +38,10 @@ _NO_ARG = object()
 SYSTEM_PREFIX = "@"
 """Mesh ids starting with this address a proc mesh's system agents (one per proc)."""
 
+WAITER_POLL_MS = 20
+"""The longest poll of a thread that leads while it waits on a future: the future may be set
+by another thread without waking the loop, so it is looked at this often."""
+
 
 class ProcessRuntime:
     """Sends and receives for one process. Create, `start()`, and `close()` once."""
@@ -315,6 +319,10 @@ class ProcessRuntime:
         gave up)."""
         lead = self.leadership
         is_io = me is lead.io_queue
+        # An idle leader (the I/O thread, an idle actor's thread: `gather` is ANY) waits in
+        # long polls: what ends its lead (a follower wanting it, an item on the actor's queue)
+        # wakes the loop. A thread waiting on a future re-checks it every `WAITER_POLL_MS`.
+        long_polls = is_io or gather is _gather.ANY
         lead.leader_ident = threading.get_ident()
         # A thread that leads while it waits for its own work stops draining when it came
         # (checked every 16 messages): under a flood of telemetry it would else handle
@@ -331,7 +339,7 @@ class ProcessRuntime:
                     break
                 if pause:  # decided after the last poll; a leader about to stop never pauses
                     _gather.pause()
-                self._poll_once(is_io)
+                self._poll_once(long_polls)
                 pause = gather is not None and self.gathering(gather)
         except BaseException:
             lead.leader_ident = None
@@ -359,8 +367,9 @@ class ProcessRuntime:
                 return _gather.host_load.busy()
         return False
 
-    def _poll_once(self, is_io: bool) -> None:
-        """One poll of every input, then what is due. Hot path: one call per message waited
+    def _poll_once(self, long_polls: bool) -> None:
+        """One poll of every input, then what is due (`long_polls`: wait up to a second when
+        nothing is due, else at most `WAITER_POLL_MS`). Hot path: one call per message waited
         for, on each side of every call; keep it flat."""
         handlers = self._handlers or self._make_poller()
         held = self.outbox.held
@@ -368,10 +377,10 @@ class ProcessRuntime:
             held.release(block=False)
         if self._timers or self.outbox.backlogged:
             timeout = self._poll_timeout_ms()
-            if not is_io and timeout > 20:
-                timeout = 20
+            if not long_polls and timeout > WAITER_POLL_MS:
+                timeout = WAITER_POLL_MS
         else:
-            timeout = 1000 if is_io else 20
+            timeout = 1000 if long_polls else WAITER_POLL_MS
         if held.by_address:  # another thread holds calls: send them when due (`_held`)
             timeout = 1
         idle = True
