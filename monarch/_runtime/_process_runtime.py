@@ -62,6 +62,7 @@ class ProcessRuntime:
         """(actor mesh id, base rank) -> failure report, for actors known failed or stopped."""
         self.outbox = Outbox(self.ctx, identity.secret, self.dead.__contains__)
         self.outbox.on_held_lost = self._held_lost
+        self.outbox.on_backlog = self._wake_off_loop
         self.numbering = Numbering()
         self.reorder = Reorder(self._deliver)
         self.tables: dict[str, tuple[str, ...]] = {}
@@ -138,6 +139,12 @@ class ProcessRuntime:
             os.write(self._wake_w, b"x")
         except OSError:
             pass
+
+    def _wake_off_loop(self) -> None:
+        """Wakes the leader unless this is the thread inside the loop (it flushes the backlog
+        before it polls again)."""
+        if self.leadership.leader_ident != threading.get_ident():
+            self.wake()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Runs `fn()` in the loop, soon. Thread-safe."""

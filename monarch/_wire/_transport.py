@@ -336,6 +336,9 @@ class Outbox:
         self.held = HeldCalls(self._send_held, self._report_lost)
         """Calls of user threads held for a burst (`_held`); released before any other send."""
         self.on_held_lost: Callable[[str, Any, str | None], None] | None = None
+        self.on_backlog: Callable[[], None] | None = None
+        """Called when a first message waits in a backlog: the loop must flush it (a leader
+        may be in a long poll)."""
         """Told of a held message that could not be sent (address, message, why): its callers
         are answered there, as a send raising PeerGone would have made them be."""
         self._lost: list[tuple[str, Any, str | None]] = []
@@ -343,6 +346,12 @@ class Outbox:
     def send(self, address: str, msg: Any, frames: Sequence[Any] = (), block: bool = True) -> None:
         """Sends a message (envelope + frames) to `address`, in order per link."""
         self.send_raw(address, [encode(msg), *frames], block)
+
+    def _backlog(self, address: str) -> None:
+        first = not self.backlogged
+        self.backlogged.add(address)
+        if first and self.on_backlog is not None:
+            self.on_backlog()
 
     def hold(self, address: str, call: Call, frames: list[Any]) -> bool:
         """Holds a Call for `address` until the next release (`_held`); True
@@ -386,7 +395,7 @@ class Outbox:
                         raise PeerGone(address, "nothing listens there yet and "
                                                 f"{HWM} messages already wait for it")
                     link.backlog.append(parts)
-                    self.backlogged.add(address)
+                    self._backlog(address)
                     return
         if link.lane is not None:
             self._send_lane(address, link, link.lane, parts, block)
@@ -398,7 +407,7 @@ class Outbox:
                 return
             if not block:
                 link.backlog.append(parts)
-                self.backlogged.add(address)
+                self._backlog(address)
                 return
         self._send_blocking(address, link, parts)
 
@@ -430,7 +439,7 @@ class Outbox:
             if not lane.backlog:
                 return
             if not block:
-                self.backlogged.add(address)
+                self._backlog(address)
                 return
             mark = lane.queued
         deadline = time.monotonic() + self.delivery_timeout
@@ -438,7 +447,7 @@ class Outbox:
             if self._is_dead(address) or self._closed:
                 raise PeerGone(address)
             if time.monotonic() > deadline:
-                self.backlogged.add(address)  # what is in the stream must still leave whole
+                self._backlog(address)  # what is in the stream must still leave whole
                 raise PeerGone(address, f"the message was not taken within "
                                         f"{self.delivery_timeout:g} s (message_delivery_timeout)")
             lane.wait_writable(0.05)

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 CHILD = textwrap.dedent("""
-    import os, resource, sys, tempfile
+    import os, resource, shutil, sys, tempfile
     import zmq
     from monarch._runtime._identity import ProcessIdentity
     from monarch._runtime._process_runtime import ProcessRuntime
@@ -29,6 +29,7 @@ CHILD = textwrap.dedent("""
         for sock in sockets:
             sock.close(0)
         runtime.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 """)
 
 
