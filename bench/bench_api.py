@@ -879,7 +879,8 @@ def _cpu_s(pids: list[int]) -> float:
 
 @bench("scale1k", big=True)
 def bench_scale1k(rig: Rig) -> dict[str, float]:
-    """64 procs x 16 meshes: spawn, calls and casts at 256 and 1,024 actors, memory, idle CPU."""
+    """64 procs x 16 meshes: spawn, calls and casts at 256 and 1,024 actors, memory, idle CPU,
+    then one proc SIGKILLed: ms to a call's error and to the client's fault hook."""
     rows: dict[str, float] = {}
     start = time.perf_counter()
     procs = this_host().spawn_procs(per_host={"gpus": 64})
@@ -898,8 +899,35 @@ def bench_scale1k(rig: Rig) -> dict[str, float]:
         time.sleep(rig.n(10, 5))
         rows["idle_64procs_cpu_pct_of_a_core"] = \
             100 * (_cpu_s(pids) - cpu) / (time.perf_counter() - wall)
+        rows.update(_death_at_scale(meshes, pids))
     finally:
-        procs.stop().get(timeout=120)
+        try:
+            procs.stop().get(timeout=120)
+        except Exception as exc:  # noqa: BLE001 - a proc was killed on purpose
+            log(f"scale1k: stopping the procs after the kill: {type(exc).__name__}: {exc}")
+    return rows
+
+
+def _death_at_scale(meshes: list[Any], pids: list[int]) -> dict[str, float]:
+    """SIGKILL one of the 64 procs under 1,024 actors: ms to a call's error on the mesh that
+    ran there, and to the client's fault hook (the owner's supervision of its meshes)."""
+    import monarch.actor
+
+    hooked: list[float] = []
+    monarch.actor.unhandled_fault_hook = lambda failure: hooked.append(time.time())
+    killed_at = time.time()
+    os.kill(pids[len(pids) // 2], signal.SIGKILL)
+    try:
+        meshes[0].noop.call().get(timeout=CALL_TIMEOUT_S)
+        return {}  # the call answered: no error to time
+    except Exception:  # noqa: BLE001 - the error is the point
+        errored_at = time.time()
+    rows = {"death_to_error_ms_1024actors": (errored_at - killed_at) * 1e3}
+    deadline = time.time() + CALL_TIMEOUT_S
+    while not hooked and time.time() < deadline:
+        time.sleep(0.005)
+    if hooked:
+        rows["death_to_fault_hook_ms_1024actors"] = (hooked[0] - killed_at) * 1e3
     return rows
 
 
