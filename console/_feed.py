@@ -134,9 +134,9 @@ class Feed:
             "job": self.client.job, "topology": self.client.topology,
             "sessions": self.client.sessions, "spans": lambda: self.client.spans(limit=200),
             "transfers": lambda: self.client.transfers(window=10.0)}
-        focus = self.focus
-        if focus is not None and hasattr(self.client, "actor"):
-            calls["detail"] = lambda: self.client.actor(*focus, 32)
+        focus, actor = self.focus, getattr(self.client, "actor", None)
+        if focus is not None and actor is not None:
+            calls["detail"] = lambda: actor(*focus, 32)
         answers = _at_once(calls)
         parts: dict[str, Any] = {}
         errors = []
