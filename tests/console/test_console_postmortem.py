@@ -55,9 +55,11 @@ async def test_grid_resources_and_timeline_of_an_ended_job(tmp_path, monkeypatch
             await pilot.press("minus")  # the last 5 s: the job stepped at least that long
 
             def lanes_busy() -> bool:  # the window ends at the newest span: bars, not idle
+                # (a quarter of each lane at least: the job's last seconds hold its stop too,
+                # longer under load; a full run once saw less than half)
                 tl = line.shown
                 return tl is not None and len(tl.lanes) == 8 and all(
-                    sum(c is not None for c in lane.cells) > len(lane.cells) / 2
+                    sum(c is not None for c in lane.cells) > len(lane.cells) / 4
                     and {"batch", "slow_batch"} & set(lane.cells) for lane in tl.lanes)
 
             await wait_for(pilot, lanes_busy, 60,
