@@ -18,7 +18,7 @@ from typing import Any
 from .._runtime import _controller_calls as _services
 from .. import config
 from .._runtime._future import Future
-from .._mesh._system_calls import system_call
+from .._runtime._agent_calls import system_call
 from .._runtime._recipients import procs_of
 from .._geometry._selection import SelectionError, select_ranks
 from .._geometry._view import View

@@ -16,6 +16,7 @@ from .._runtime import _context, _instrument, _process_runtime as _process
 from .. import config, telemetry
 from .._actors._adverbs import EACH_VALUE, NOTHING, VALUE_MESH, Adverb
 from .._actors._endpoint import ActorEndpoint, NotAnEndpoint
+from .._runtime._agent_calls import current_runtime
 from .._runtime._errors import SupervisionError, UnpicklableError, actor_failure_report
 from .._runtime._future import Future, resolved
 from .._runtime._recipients import Recipients
@@ -76,7 +77,7 @@ class ActorMesh(OnView, Generic[A]):
                 f"call_one requires exactly 1 actor, but mesh has {len(self._ranks)}")
         if adverb.picks is not None:
             return self._chosen()._send(method, args, kwargs, adverb.picks, port)
-        runtime = _process.current() or _ensure_runtime()
+        runtime = _process.current() or current_runtime()
         sender = _context.context().actor_instance._sender
         frames = _pack(args, kwargs, self._mesh_name, method)
         info = CallInfo(self._mesh_name, method, self._label_at)
@@ -239,8 +240,3 @@ def _pack(args: tuple, kwargs: dict, mesh_name: str, method: str) -> list[Any]:
     return [data, *buffers]
 
 
-def _ensure_runtime() -> Any:
-    _context.root()
-    runtime = _process.current()
-    assert runtime is not None
-    return runtime

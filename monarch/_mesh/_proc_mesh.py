@@ -13,7 +13,7 @@ from .._runtime import _context, _process_runtime as _process, _controller_calls
 from .._runtime._context import actor_label
 from .._actors._actor import Actor
 from ._actor_mesh import ActorMesh
-from ._system_calls import _runtime, system_call
+from .._runtime._agent_calls import current_runtime, system_call
 from .._actors._endpoint import check_sync_async, endpoint_table
 from .._runtime._errors import UnpicklableError
 from .._runtime._future import Future, chained
@@ -61,7 +61,7 @@ class ProcMesh(OnView):
             raise RuntimeError("`ProcMesh` has already been stopped")
         is_async = check_sync_async(Class)
         _check_names(Class)
-        runtime = _process.current() or _runtime()
+        runtime = current_runtime()
         owner = _context.context().actor_instance
         mesh_id = f"{name}-{secrets.token_hex(4)}"
         class_name = f"{Class.__module__}.{Class.__qualname__}"

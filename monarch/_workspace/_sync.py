@@ -18,12 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-import msgpack
-
-from .._runtime import _context, _process_runtime as _process, _controller_calls as _services
+from .._runtime import _context, _controller_calls as _services
 from .. import _rdma
 from .._runtime._future import Future
-from .._runtime._ports import CallInfo, OneSink
+from .._runtime._agent_calls import system_call
 from .._runtime._recipients import procs_of
 from .._geometry._view import View
 from ._receiver import WorkspaceReceiver, check_name
@@ -236,16 +234,9 @@ def _update_procs(trees: dict[str, list[str]], changed: dict[str, list[str]],
 def _tell(procs: str, rank: int, address: str, labels: list[str], sizes: list[int],
           body: dict[str, Any]) -> Future[Any]:
     """Calls the system method `workspace` of one proc."""
-    runtime = _process.current()
-    assert runtime is not None
     full = View.dense(labels, sizes)
     view = full.slice(**dict(full.point(rank)))
     table = [""] * len(full.ranks())
     table[rank] = address
-    future: Future[Any] = Future._pending()
-    info = CallInfo(f"@{procs}", "workspace", lambda i: f"<proc {address}>")
-    port = runtime.new_port(OneSink(future, address, info))
-    sender = _context.context().actor_instance._sender
-    runtime.cast(sender, procs_of(procs, tuple(table), view, [rank]), "workspace",
-                 [msgpack.packb(body)], (runtime.address, port))
-    return future
+    return system_call(procs_of(procs, tuple(table), view, [rank]), "workspace", body,
+                       combine=lambda values: values[0])
