@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -100,31 +101,25 @@ class Job:
                                      start_new_session=True)
 
     def wait_ready(self, timeout: float = 180.0) -> None:
-        from monarch.admin import AdminClient
+        from monarch.admin import wait_for_job
 
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if line.strip() != "READY":
             raise RuntimeError(f"the job did not start (exit {self.proc.poll()})")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for path in self.run_dir.glob("*/admin.json"):
-                try:
-                    info = json.loads(path.read_text())
-                except ValueError:
-                    continue
-                self.client = AdminClient(info["address"], info["token"], info)
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"no admin.json in {self.run_dir}")
+        os.environ["MONARCH_RUN_DIR"] = str(self.run_dir)  # where wait_for_job looks
+        self.client = wait_for_job(timeout=timeout)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        try:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+        finally:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 async def measure_console(client: Any, pid: int, seconds: float,

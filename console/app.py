@@ -299,15 +299,15 @@ class MonarchTop(App[None]):
             return
         keys = [row.key for row, _ in failed]
         current = self.mesh_tree.selected
-        at = keys.index(current.key) + 1 if current is not None and current.key in keys else 0
-        row, above = failed[at % len(failed)]
+        here = current.key if current is not None else ""
+        at = (keys.index(here) + 1) % len(failed) if here in keys else 0
+        row, above = failed[at]
         for key in above:
             self.expanded[key] = True
         self._render_tree()
         self.mesh_tree.focus()
         self.mesh_tree.select_key(row.key)
-        self.notify(f"{row.label}: {row.note}", title=f"failure {at % len(failed) + 1} of "
-                    f"{len(failed)}")
+        self.notify(f"{row.label}: {row.note}", title=f"failure {at + 1} of {len(failed)}")
 
     def action_cursor_top(self) -> None:
         self.mesh_tree.focus()

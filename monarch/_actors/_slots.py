@@ -489,7 +489,6 @@ class ActorSlot:
     _current: Any = None
     """The message the actor's thread took last (`died` answers it)."""
 
-
     def queue_depth(self) -> int:
         """Messages waiting in this actor's queue (approximate, any thread)."""
         return 0

@@ -330,17 +330,18 @@ class Outbox:
         self.delivery_timeout = 30.0
         """Seconds a blocking send waits at a full link before it gives up (PeerGone)."""
         self.backlogged: set[str] = set()
-        """Addresses with a backlog; touched by the I/O loop only."""
+        """Addresses with a backlog: added to by any thread's non-blocking send (`_backlog`),
+        emptied by the loop's flush."""
         self.lanes = _lane.enabled()
         """New links to ipc addresses try a lane first (`_lane`)."""
         self.held = HeldCalls(self._send_held, self._report_lost)
         """Calls of user threads held for a burst (`_held`); released before any other send."""
         self.on_held_lost: Callable[[str, Any, str | None], None] | None = None
+        """Told of a held message that could not be sent (address, message, why): its callers
+        are answered there, as a send raising PeerGone would have made them be."""
         self.on_backlog: Callable[[], None] | None = None
         """Called when a first message waits in a backlog: the loop must flush it (a leader
         may be in a long poll)."""
-        """Told of a held message that could not be sent (address, message, why): its callers
-        are answered there, as a send raising PeerGone would have made them be."""
         self._lost: list[tuple[str, Any, str | None]] = []
 
     def send(self, address: str, msg: Any, frames: Sequence[Any] = (), block: bool = True) -> None:
