@@ -546,3 +546,41 @@ def test_an_internal_error_in_an_actors_thread_fails_it_and_answers_every_caller
     with pytest.raises(SupervisionError, match="a fault of the runtime"):
         mesh.ping.call_one().get(timeout=30)
     wait_until(lambda: not slot.thread.is_alive(), "the actor's thread to end", 30)
+
+
+def test_an_error_in_the_loop_leaves_the_actor_leading_it_running():
+    """Fault injection: the loop's own code raises while an idle actor's thread leads it (an
+    idle sync actor's thread runs the process's loop). The error is reported and counted;
+    the actor and the loop go on (the soak saw the weights index's thread end this way)."""
+    import threading
+
+    from monarch._runtime import _process_runtime as process
+
+    mesh = this_proc().spawn("loop_fault", SyncPinger)
+    assert mesh.ping.call_one().get(timeout=30) == "pong"
+    runtime = process.current()
+    slot = runtime.actors[mesh._mesh_id]
+    errors_before = runtime.internal_errors
+    run_timers = runtime._run_timers
+    raised = threading.Event()
+
+    def flaky() -> None:
+        if threading.current_thread() is slot.thread and not raised.is_set():
+            raised.set()
+            raise RuntimeError("a fault of the loop (injected)")
+        run_timers()
+
+    def tick() -> None:  # a timer due every 20 ms, whoever leads
+        if not raised.is_set():
+            runtime.call_later(0.02, tick)
+
+    runtime._run_timers = flaky
+    try:
+        runtime.call_later(0.02, tick)
+        wait_until(raised.is_set, "the actor's thread to lead the loop and meet the fault", 30)
+        assert mesh.ping.call_one().get(timeout=30) == "pong"
+        assert slot.thread.is_alive()
+        assert runtime.internal_errors == errors_before + 1
+    finally:
+        del runtime._run_timers
+        mesh.stop().get(timeout=30)

@@ -346,7 +346,15 @@ class ProcessRuntime:
                     break
                 if pause:  # decided after the last poll; a leader about to stop never pauses
                     _gather.pause()
-                self._poll_once(long_polls)
+                try:
+                    self._poll_once(long_polls)
+                except Exception:  # noqa: BLE001 - whichever thread leads, the loop goes on
+                    # The leader may be an idle actor's thread or the I/O thread: an error
+                    # of the loop's own code (a socket closed under the poller, a flush)
+                    # ended that actor, or the runtime, with it. Reported, counted, and the
+                    # poller is made anew at the next poll (a stale socket leaves it).
+                    self._handlers = None
+                    self._guarded(_reraise_current)
                 pause = gather is not None and self.gathering(gather)
         except BaseException:
             lead.leader_ident = None
