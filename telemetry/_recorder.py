@@ -67,6 +67,9 @@ class Recorder:
         self.crash: CrashLog | None = None
         """Where accepted lines and user spans are also written (see `keep_for_crash`)."""
         self._crash_clear = True  # the last drain left no line or user span behind
+        self.on_live: Callable[[], None] | None = None
+        """Called once (then cleared) at the next live record (a log line, a failure, a
+        transfer): a shipper that looks seldom while idle sets it to look at once."""
 
     def keep_for_crash(self, stem: str) -> None:
         """Also writes every accepted log line and user span to files that survive this
@@ -113,6 +116,8 @@ class Recorder:
                 self.crash.write("log", fields)
             self._logs.append(fields)
             self._log_bytes += len(fields[4])
+            if self.on_live is not None:
+                self._live()
         else:
             self.count_dropped("log")
 
@@ -232,8 +237,15 @@ class Recorder:
         queue = self._queues[kind]
         if len(queue) < self._caps[kind]:
             queue.append(record)
+            if self.on_live is not None and kind != "span":
+                self._live()
         else:
             self.count_dropped(kind)
+
+    def _live(self) -> None:
+        live, self.on_live = self.on_live, None
+        if live is not None:
+            live()
 
     def count_dropped(self, kind: str) -> None:
         """Counts one record of ``kind`` lost (a full buffer, or a failure while recording)."""

@@ -108,6 +108,7 @@ def stats_handler(runtime: ProcessRuntime) -> Any:
                 "duplicates": runtime.reorder.duplicates,
                 "overflow": runtime.reorder.overflow,
                 "io_asleep": runtime.leadership.io_asleep,
+                "telemetry_look_s": getattr(runtime.telemetry_looks, "wait", None),
                 "actors": {mesh: {"state": slot.state, "handled": slot.handled,
                                   "queued": slot.queue_depth()}
                            for mesh, slot in runtime.actors.items()}}

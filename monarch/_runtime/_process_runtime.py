@@ -111,6 +111,8 @@ class ProcessRuntime:
         """Counts calls lost with a dead process (set by the telemetry seam)."""
         self.final_telemetry: Callable[[], None] | None = None
         """Ships every record left and says it was the last (not on the loop thread)."""
+        self.telemetry_looks: Any = None
+        """When the telemetry seam looks next at what was recorded (`_instrument.Looks`)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, name: str = "monarch-io") -> None:

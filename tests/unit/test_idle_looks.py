@@ -1,0 +1,55 @@
+"""An idle process looks at its telemetry less and less often, and a live record brings the
+looks back at once: `_instrument.Looks` spaces them out (64 idle procs took ~27 % of a core,
+most of it looking 10 times a second at nothing), `Recorder.on_live` wakes them."""
+
+from __future__ import annotations
+
+from monarch._runtime._instrument import IDLE_TICK_S, SHIP_S, Looks
+from telemetry._records import TransferRecord
+from telemetry._recorder import Recorder
+
+
+def test_the_looks_space_out_while_idle_and_come_back_with_a_record() -> None:
+    looks = Looks()
+    waits = [looks.after(idle=True) for _ in range(6)]
+    assert waits == sorted(waits) and waits[0] == 2 * SHIP_S
+    assert waits[-1] == IDLE_TICK_S  # capped
+    assert looks.after(idle=False) == SHIP_S  # something was recorded: back to every SHIP_S
+    assert looks.after(idle=True) == 2 * SHIP_S
+
+
+def test_a_restart_starts_a_new_chain_at_the_fast_pace() -> None:
+    looks = Looks()
+    for _ in range(5):
+        looks.after(idle=True)
+    old = looks.chain
+    new = looks.restart()
+    assert new != old and looks.chain == new  # the old chain's pending look is a no-op
+    assert looks.wait == SHIP_S
+
+
+def _woken(recorder: Recorder) -> list[int]:
+    calls: list[int] = []
+    recorder.on_live = lambda: calls.append(1)
+    return calls
+
+
+def test_a_log_line_a_transfer_or_a_failure_wakes_the_looks_once() -> None:
+    recorder = Recorder()
+    calls = _woken(recorder)
+    recorder.add_log((0, 0, "stdout", "INFO", "a line", {}, None))
+    recorder.add_log((0, 0, "stdout", "INFO", "another", {}, None))
+    assert calls == [1]  # once: the shipper sets it again when it spaces the looks out
+    assert recorder.on_live is None
+    calls = _woken(recorder)
+    recorder.add_transfer(TransferRecord(nbytes=1, seconds=0.1, src="a", dst="b", kind="tcp"))
+    assert calls == [1]
+
+
+def test_spans_do_not_wake_the_looks() -> None:
+    """Spans are shipped in bulk (every BULK_S): a busy proc's spans would else wake it per
+    call; the next look sees them and brings the fast pace back."""
+    recorder = Recorder()
+    calls = _woken(recorder)
+    recorder.add_site_span((0, 1, 2, 0, 0, None, 1, "ok"))
+    assert calls == [] and recorder.pending() == 1
