@@ -1,7 +1,7 @@
 """`:` command mode (k9s's): a resource or a view by name, with completion.
 
-`:meshes`, `:procs`, `:actors`, `:services`, `:transfers`, `:spans`, `:jobs` open a resource
-table; `:tree` goes back to the tree, `:grid`, `:stacks` and `:timeline` open the selected
+`:meshes`, `:procs`, `:actors`, `:services`, `:weights`, `:transfers`, `:spans`, `:jobs`,
+`:allocations` open a resource table; `:tree` goes back to the tree, `:grid`, `:stacks` and `:timeline` open the selected
 mesh's, `:logs`
 focuses the logs, `:sql` the query pane, `:slice gpus=0:2` slices the selected mesh (a bare
 `gpus=0:2` does too), `:save` writes the screen to a text file, `:help`, `:quit`. Singular
@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "transfers": "data-plane throughput by link, mesh and kind",
     "spans": "the newest spans",
     "jobs": "the jobs running on this machine",
+    "allocations": "the allocations of monarch.job on record (hosts, state, controllers)",
     "tree": "back to the tree",
     "grid": "the selected mesh as its grid",
     "stacks": "every rank's stack of the selected mesh, grouped",
@@ -35,7 +36,7 @@ COMMANDS: dict[str, str] = {
 """Every command, with what it does (the completion offers them in this order)."""
 ALIASES = {"mesh": "meshes", "proc": "procs", "actor": "actors", "service": "services",
            "svc": "services", "weight": "weights", "transfer": "transfers", "span": "spans",
-           "job": "jobs", "log": "logs", "query": "sql", "q": "quit", "q!": "quit",
+           "job": "jobs", "allocation": "allocations", "alloc": "allocations", "log": "logs", "query": "sql", "q": "quit", "q!": "quit",
            "stack": "stacks"}
 
 

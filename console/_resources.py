@@ -1,10 +1,10 @@
 """The console's resources (k9s's `:pods`, `:deploy`): each a table made from one snapshot.
 
 `:meshes`, `:procs`, `:actors`, `:services`, `:weights` (the versions of `monarch.weights`),
-`:transfers`, `:spans` and `:jobs` open a table
-of that resource; `/` filters its rows (`_filter.TextFilter`), enter jumps to the row's node
-in the tree. Pure: `table(kind, snapshot, rates)` gives the columns and the rows; the jobs of
-this machine come from the caller (`monarch.admin.discover()`).
+`:transfers`, `:spans`, `:jobs` and `:allocations` (those of `monarch.job`, with their hosts)
+open a table of that resource; `/` filters its rows (`_filter.TextFilter`), enter jumps to the
+row's node in the tree. Pure: `table(kind, snapshot, rates, local)` gives the columns and the
+rows; what is read on this machine rather than from the job comes from the caller (`LOCAL`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from typing import Any
 from ._format import fmt_bytes
 from ._model import FAILED, Index, Snapshot, actor_key, format_extent, running_note
 
-RESOURCES = ("meshes", "procs", "actors", "services", "weights", "transfers", "spans", "jobs")
+RESOURCES = ("meshes", "procs", "actors", "services", "weights", "transfers", "spans", "jobs",
+             "allocations")
 """The resource tables; `_command.COMMANDS` adds the views that are not tables."""
+
+LOCAL = ("jobs", "allocations")
+"""Resources read from this machine (`monarch.admin.discover()`, `monarch.job.
+list_allocations()`), not from the job: the caller passes their rows."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,7 +44,7 @@ class Table:
 
 
 def table(kind: str, snapshot: Snapshot, rates: Mapping[str, float] | None = None,
-          jobs: Sequence[Mapping[str, Any]] = ()) -> Table:
+          local: Sequence[Mapping[str, Any]] = ()) -> Table:
     """The table of resource `kind` (one of `RESOURCES`).
 
     Raises:
@@ -48,7 +53,7 @@ def table(kind: str, snapshot: Snapshot, rates: Mapping[str, float] | None = Non
     if kind not in RESOURCES:
         raise ValueError(f"unknown resource {kind!r}; one of {', '.join(RESOURCES)}")
     index = Index(snapshot)
-    columns, items = _BUILDERS[kind](index, snapshot, rates or {}, jobs)
+    columns, items = _BUILDERS[kind](index, snapshot, rates or {}, local)
     return Table(kind, columns, tuple(items))
 
 
@@ -163,8 +168,24 @@ def _jobs(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
     return ("JOB", "", "PID", "HOST", "ADMIN API", "STARTED"), items
 
 
+def _allocations(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
+                 rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[Item]]:
+    shown = str((snapshot.job or {}).get("job_id") or "")
+    items = []
+    for r in rows:
+        clients = [c for c in str(r.get("client") or "").split(",") if c]
+        client = "this job" if shown and shown in clients else ",".join(clients) or "none"
+        started = r.get("started")
+        items.append(Item((str(r.get("id", "")), str(r.get("type", "")),
+                           str(r.get("state", "")), str(r.get("hosts", "")), client,
+                           time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
+                           if started else "", str(r.get("detail", "")))))
+    return ("ALLOCATION", "TYPE", "STATE", "HOSTS", "CONTROLLERS", "CREATED", "WORKERS"), items
+
+
 _BUILDERS = {"meshes": _meshes, "procs": _procs, "actors": _actors, "services": _services,
-             "weights": _weights, "transfers": _transfers, "spans": _spans, "jobs": _jobs}
+             "weights": _weights, "transfers": _transfers, "spans": _spans, "jobs": _jobs,
+             "allocations": _allocations}
 
 
 def _most_common(states: list[str]) -> str:

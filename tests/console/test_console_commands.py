@@ -151,9 +151,18 @@ def test_every_resource_is_a_table_of_the_snapshot():
     assert actors.items[3].cells[1] == "failed" and actors.items[3].ref == "actor:m1:3"
     procs = resources.table("procs", snap)
     assert [i.cells[0] for i in procs.items][:3] == ["controller", "p1.0", "p1.1"]
-    jobs = resources.table("jobs", snap, jobs=[{"job_id": "job-1", "pid": 1},
-                                               {"job_id": "job-2", "pid": 2}])
+    jobs = resources.table("jobs", snap, local=[{"job_id": "job-1", "pid": 1},
+                                                {"job_id": "job-2", "pid": 2}])
     assert [i.cells[:2] for i in jobs.items] == [("job-1", "this console"), ("job-2", "")]
+    allocations = resources.table("allocations", snap, local=[
+        {"id": "process-1", "type": "ProcessJob", "state": "running", "hosts": "ft=2",
+         "client": "job-1,job-9", "started": 1.7e9, "detail": "tcp://127.0.0.2:1"},
+        {"id": "slurm-2", "type": "SlurmJob", "state": "pending", "hosts": "trainers=4",
+         "client": "", "started": None, "detail": "slurm 17"}])
+    assert [i.cells[:5] for i in allocations.items] == [
+        ("process-1", "ProcessJob", "running", "ft=2", "this job"),
+        ("slurm-2", "SlurmJob", "pending", "trainers=4", "none")]
+    assert allocations.items[1].cells[5:] == ("", "slurm 17")
     assert resources.table("services", snap).items == ()
     topo = dict(client.topology(), weights=[{"key": "policy", "version": 3, "bytes": 4 << 20,
                                              "reads": 7}])
@@ -162,3 +171,41 @@ def test_every_resource_is_a_table_of_the_snapshot():
     assert resources.table("transfers", snap).columns[0] == "BY"
     with pytest.raises(ValueError, match="unknown resource 'pods'"):
         resources.table("pods", snap)
+
+
+async def test_allocations_lists_a_real_process_job_and_drops_it_once_killed(demo_job, tmp_path,
+                                                                             monkeypatch):
+    """`:allocations`: a ProcessJob that a script made (its workers outlive it) is a row with
+    its hosts and state, read on this machine off the UI thread; killed, the row goes."""
+    import json
+    import subprocess
+    import sys
+
+    from monarch.job import job_load
+    from waiting import wait_gone
+
+    monkeypatch.setenv("MONARCH_RUN_DIR", str(tmp_path / "runs"))  # the client's and ours
+    client = Path(__file__).parent.parent / "job_client.py"
+    out = subprocess.run([sys.executable, str(client), "process"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["meshes"]
+    job = job_load(str(tmp_path / ".monarch" / "job_state.pkl"))
+    pids = [s.pid for s in job._running.workers.values()]
+    try:
+        app = MonarchTop(demo_job.client, refresh=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await command(pilot, "alloc")
+            screen = await wait_for(pilot, lambda: resource_screen(app, "allocations"),
+                                    what=":allocations")
+            await wait_for(pilot, lambda: len(screen.items) == 1, 30, "the allocation's row")
+            row = screen.items[0].cells
+            assert row[1:4] == ("ProcessJob", "running", "trainers=2 gen=1"), row
+            assert row[4] == "none"  # the script that made it has ended
+            assert "ALLOCATION" in screen_text(app) and row[0] in screen_text(app)
+            job.kill()
+            wait_gone(*pids)
+            await wait_for(pilot, lambda: not screen.items, 30, "the row gone once killed")
+    finally:
+        job.kill()
+        wait_gone(*pids)
