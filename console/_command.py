@@ -1,7 +1,7 @@
 """`:` command mode (k9s's): a resource or a view by name, with completion.
 
-`:meshes`, `:procs`, `:actors`, `:services`, `:weights`, `:transfers`, `:spans`, `:jobs`,
-`:allocations` open a resource table; `:tree` goes back to the tree, `:grid`, `:stacks` and `:timeline` open the selected
+`:meshes`, `:procs`, `:actors`, `:services`, `:weights`, `:tensors`, `:transfers`, `:spans`,
+`:jobs`, `:allocations` open a resource table; `:tree` goes back to the tree, `:grid`, `:stacks` and `:timeline` open the selected
 mesh's, `:logs`
 focuses the logs, `:sql` the query pane, `:slice gpus=0:2` slices the selected mesh (a bare
 `gpus=0:2` does too), `:save` writes the screen to a text file, `:help`, `:quit`. Singular
@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "actors": "every actor",
     "services": "the service replicas (health, load)",
     "weights": "the weight versions published (monarch.weights) and their reads",
+    "tensors": "the tensor engines: their workers, ops sent, remote tensors alive",
     "transfers": "data-plane throughput by link, mesh and kind",
     "spans": "the newest spans",
     "jobs": "the jobs running on this machine",
@@ -35,9 +36,9 @@ COMMANDS: dict[str, str] = {
 }
 """Every command, with what it does (the completion offers them in this order)."""
 ALIASES = {"mesh": "meshes", "proc": "procs", "actor": "actors", "service": "services",
-           "svc": "services", "weight": "weights", "transfer": "transfers", "span": "spans",
-           "job": "jobs", "allocation": "allocations", "alloc": "allocations", "log": "logs", "query": "sql", "q": "quit", "q!": "quit",
-           "stack": "stacks"}
+           "svc": "services", "weight": "weights", "tensor": "tensors", "transfer": "transfers",
+           "span": "spans", "job": "jobs", "allocation": "allocations", "alloc": "allocations",
+           "log": "logs", "query": "sql", "q": "quit", "q!": "quit", "stack": "stacks"}
 
 
 class CommandError(ValueError):

@@ -1,6 +1,7 @@
 """The console's resources (k9s's `:pods`, `:deploy`): each a table made from one snapshot.
 
 `:meshes`, `:procs`, `:actors`, `:services`, `:weights` (the versions of `monarch.weights`),
+`:tensors` (the tensor engines: their workers' mesh, ops sent, remote tensors alive),
 `:transfers`, `:spans`, `:jobs` and `:allocations` (those of `monarch.job`, with their hosts)
 open a table of that resource; `/` filters its rows (`_filter.TextFilter`), enter jumps to the
 row's node in the tree. Pure: `table(kind, snapshot, rates, local)` gives the columns and the
@@ -17,8 +18,8 @@ from typing import Any
 from ._format import fmt_bytes
 from ._model import FAILED, Index, Snapshot, actor_key, format_extent, running_note
 
-RESOURCES = ("meshes", "procs", "actors", "services", "weights", "transfers", "spans", "jobs",
-             "allocations")
+RESOURCES = ("meshes", "procs", "actors", "services", "weights", "tensors", "transfers",
+             "spans", "jobs", "allocations")
 """The resource tables; `_command.COMMANDS` adds the views that are not tables."""
 
 LOCAL = ("jobs", "allocations")
@@ -126,6 +127,25 @@ def _weights(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
     return ("KEY", "VERSION", "BYTES", "READS"), items
 
 
+def _tensors(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
+             local: Any) -> tuple[tuple[str, ...], list[Item]]:
+    items = []
+    for engine in (snapshot.topology or {}).get("tensor_engines") or []:
+        mesh = index.meshes.get(engine["mesh"], {})
+        actors = mesh.get("actors", [])
+        states = [index.actor_state(mesh, a) for a in actors]
+        state = FAILED if FAILED in states else _most_common(states) if mesh else "gone"
+        ops, batches = int(engine.get("ops", 0)), int(engine.get("batches", 0))
+        items.append(Item((str(mesh.get("name", engine["mesh"])),
+                           format_extent(mesh.get("extent")) if mesh else "",
+                           str(mesh.get("procs", "")), state, str(ops), str(batches),
+                           f"{ops / batches:.1f}" if batches else "",
+                           str(engine.get("tensors", 0))),
+                          "mesh" if mesh else "", engine["mesh"] if mesh else ""))
+    return ("WORKERS", "EXTENT", "PROC MESH", "STATE", "OPS", "BATCHES", "OPS/BATCH",
+            "TENSORS"), items
+
+
 def _transfers(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
                jobs: Any) -> tuple[tuple[str, ...], list[Item]]:
     found = snapshot.transfers or {}
@@ -184,7 +204,7 @@ def _allocations(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
 
 
 _BUILDERS = {"meshes": _meshes, "procs": _procs, "actors": _actors, "services": _services,
-             "weights": _weights, "transfers": _transfers, "spans": _spans, "jobs": _jobs,
+             "weights": _weights, "tensors": _tensors, "transfers": _transfers, "spans": _spans, "jobs": _jobs,
              "allocations": _allocations}
 
 

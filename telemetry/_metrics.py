@@ -57,6 +57,13 @@ BUILTIN = (
                "Bytes of the newest version of a state dict (monarch.weights)"),
     MetricSpec("weight_reads", "counter", ("key",),
                "Reads of a state dict (monarch.weights.get_state_dict) since the job began"),
+    MetricSpec("tensor_engine_ops", "counter", ("mesh_id",),
+               "Ops the tensor engine sent to the workers of a proc mesh (mesh_id: the "
+               "workers' actor mesh)"),
+    MetricSpec("tensor_engine_batches", "counter", ("mesh_id",),
+               "Batches of ops the tensor engine sent (one broadcast each)"),
+    MetricSpec("tensor_engine_tensors", "gauge", ("mesh_id",),
+               "Remote tensors the tensor engine holds on a proc mesh (made, not yet freed)"),
     MetricSpec("job_failures", "counter", ("cause",),
                "Failures by cause: user (an endpoint raised) or infrastructure (a proc died, "
                "a host was lost)"),

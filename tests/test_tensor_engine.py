@@ -466,3 +466,43 @@ def test_pytree_forms_of_reduce_and_to_mesh(procs2x2):
         got = (sums, monarch.inspect(moved, gpus=1))
     assert float(got[0]["a"]) == 3.0 and float(got[0]["b"][0]) == 10.0
     assert float(got[1]["a"]) == 2.0 and float(got[1]["b"][0]) == 10.0
+
+
+def test_the_console_shows_each_engine_with_its_ops_and_live_tensors(procs):
+    """`:tensors` (issue 32, item 5): the engine counts the ops and batches it sends and the
+    remote tensors alive; the admin API's topology carries them, the console's table shows
+    them on the row of the workers' mesh, and a freed tensor is no longer counted."""
+    from waiting import wait_until
+
+    from monarch._controller._job import current_job
+    from monarch._tensor._engine import engine_of
+    from monarch.admin import AdminClient
+    from monarch.console import _resources as resources
+    from monarch.console._model import Snapshot
+
+    with procs.activate():
+        kept = [torch.ones(3) * i for i in range(5)]
+        total = sum(kept, torch.zeros(3))
+        assert monarch.inspect(total, gpus=0).tolist() == [10.0, 10.0, 10.0]
+    engine = engine_of(procs)
+    workers = engine.workers._mesh_id
+    job = current_job()
+    admin = AdminClient(job.admin.address, job.admin.token)
+
+    def entry() -> dict | None:
+        found = [e for e in admin.topology()["tensor_engines"] if e["mesh"] == workers]
+        return found[0] if found and found[0]["ops"] >= engine.ops_sent else None
+
+    shown = wait_until(entry, "the engine in the topology")
+    assert shown["batches"] == engine.batches_sent >= 1
+    assert shown["tensors"] == engine.refs_made - engine.refs_dropped >= len(kept)
+    topology = admin.topology()
+    table = resources.table("tensors", Snapshot(admin.job(), topology))
+    (row,) = [i for i in table.items if i.ref == workers]
+    assert row.kind == "mesh" and row.cells[0] == "tensor_engine"
+    assert int(row.cells[table.columns.index("OPS")]) >= shown["ops"]
+    alive = shown["tensors"]
+    del kept, total
+    with procs.activate():  # the frees leave with the next batch
+        assert monarch.inspect(torch.zeros(1), gpus=0).tolist() == [0.0]
+    wait_until(lambda: (entry() or {}).get("tensors", alive) < alive, "the freed tensors")

@@ -69,7 +69,8 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
     _admin_services.annotate(meshes, found)
     return {"hosts": _hosts(procs, index, snap["proc_extents"]), "meshes": meshes,
             "failures": [failure_dict(f) for f in snap["failures"]], "services": found,
-            "weights": weights(points), "stall_s": live.stall_s}
+            "weights": weights(points), "tensor_engines": tensor_engines(points),
+            "stall_s": live.stall_s}
 
 
 def weights(points: Any) -> list[dict[str, Any]]:
@@ -84,6 +85,22 @@ def weights(points: Any) -> list[dict[str, Any]]:
                                                            "reads": 0})
             entry[field] = int(point.value)
     return sorted(found.values(), key=lambda w: w["key"])
+
+
+def tensor_engines(points: Any) -> list[dict[str, Any]]:
+    """The tensor engines (one per proc mesh that ran tensor ops): the workers' actor mesh,
+    ops and batches sent, remote tensors alive (summed over the processes that drive it)."""
+    found: dict[str, dict[str, Any]] = {}
+    names = {"tensor_engine_ops": "ops", "tensor_engine_batches": "batches",
+             "tensor_engine_tensors": "tensors"}
+    for point in points:
+        field = names.get(point.name)
+        if field is not None and "mesh_id" in point.labels:
+            mesh = point.labels["mesh_id"]
+            entry = found.setdefault(mesh, {"mesh": mesh, "ops": 0, "batches": 0,
+                                            "tensors": 0})
+            entry[field] += int(point.value)
+    return sorted(found.values(), key=lambda e: e["mesh"])
 
 
 class Live:

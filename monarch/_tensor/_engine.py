@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .. import telemetry
 from .._runtime import _context
 from .._runtime._future import Future
 from .._geometry._view import View
@@ -80,13 +81,20 @@ class Engine:
         self._meshes: dict[View, Any] = {}
         self.batches_sent = 0
         self.ops_sent = 0
+        self.refs_made = 0
+        self.refs_dropped = 0  # (from `__del__`: counted, not locked; a gauge, not a ledger)
+        self._metrics = telemetry.process_recorder().metrics
+        """Where the engine counts its ops, batches and live tensors (the console's :tensors,
+        `monarch status`, SQL), labelled by its workers' actor mesh."""
 
     # -- ids ---------------------------------------------------------------------------------
     def new_ref(self) -> int:
+        self.refs_made += 1
         return next(self._refs)
 
     def drop_ref(self, view: View, stream: str, ref: int) -> None:
         """Frees `ref` on the workers of `view` (in a later batch). Safe from `__del__`."""
+        self.refs_dropped += 1
         self._dropped.append((view, stream, ref))
 
     # -- recording -----------------------------------------------------------------------------
@@ -173,6 +181,10 @@ class Engine:
             return
         self.batches_sent += 1
         self.ops_sent += len(ops)
+        metrics, mesh = self._metrics, self.workers._mesh_id
+        metrics.inc(("tensor_engine_ops", mesh), len(ops))
+        metrics.inc(("tensor_engine_batches", mesh))
+        metrics.set(("tensor_engine_tensors", mesh), self.refs_made - self.refs_dropped)
         with _disable_current_modes():  # pickling a shipped constant runs torch ops, locally
             self.mesh_for(view).execute.broadcast(view.to_wire(), ops)
 

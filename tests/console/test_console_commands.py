@@ -168,6 +168,15 @@ def test_every_resource_is_a_table_of_the_snapshot():
                                              "reads": 7}])
     weights = resources.table("weights", Snapshot(client.job(), topo))
     assert [i.cells for i in weights.items] == [("policy", "3", "4.0 MiB", "7")]
+    topo = dict(client.topology(), tensor_engines=[
+        {"mesh": "m2", "ops": 30, "batches": 4, "tensors": 7},
+        {"mesh": "gone", "ops": 1, "batches": 1, "tensors": 0}])
+    tensors = resources.table("tensors", Snapshot(client.job(), topo))
+    assert [i.cells for i in tensors.items] == [
+        ("generators", "{gpus: 2}", tensors.items[0].cells[2], "running", "30", "4", "7.5", "7"),
+        ("gone", "", "", "gone", "1", "1", "1.0", "0")]
+    assert (tensors.items[0].kind, tensors.items[0].ref) == ("mesh", "m2")
+    assert tensors.items[1].kind == ""  # its workers' mesh is gone: no node to jump to
     assert resources.table("transfers", snap).columns[0] == "BY"
     with pytest.raises(ValueError, match="unknown resource 'pods'"):
         resources.table("pods", snap)
