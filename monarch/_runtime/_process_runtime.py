@@ -378,7 +378,10 @@ class ProcessRuntime:
         if gather is not _gather.ANY and not gather.missing:
             return False
         due = 0
-        for sink in itertools.islice(self.ports.values(), _gather.SCANNED):
+        # Taken in one C call, no bytecode between: callers' threads add and remove ports
+        # while this runs (iterating the dict itself met "dictionary changed size during
+        # iteration" when one did between two sinks: it ended the actor thread leading).
+        for sink in tuple(itertools.islice(self.ports.values(), _gather.SCANNED)):
             due += sink.missing
             if due >= _gather.MIN_REPLIES:
                 return _gather.host_load.busy()

@@ -144,3 +144,28 @@ def test_an_idle_leader_on_another_thread_pauses_while_a_call_waits(runtime, tmp
         runtime.wake()
         thread.join(30)
     assert not thread.is_alive()
+
+
+class _Racing:
+    """A sink whose `missing` lets another thread run, which adds a call's port meanwhile
+    (as a caller's thread does while the loop's leader scans the ports)."""
+
+    def __init__(self, ports: dict) -> None:
+        self.ports = ports
+
+    @property
+    def missing(self) -> int:
+        self.ports[object()] = self  # what another thread did between two sinks
+        return 1
+
+
+def test_scanning_the_ports_while_a_caller_adds_one_does_not_fail():
+    """The soak's RL loop stalled after 7-42 minutes: the controller's weights index, leading
+    the loop while idle, died of "dictionary changed size during iteration" here."""
+    class Fake:
+        ports: dict = {}
+
+    fake = Fake()
+    fake.ports = {}
+    fake.ports.update({object(): _Racing(fake.ports) for _ in range(4)})
+    assert ProcessRuntime.gathering(fake, _gather.ANY) in (True, False)
