@@ -292,7 +292,8 @@ def _watch(args: argparse.Namespace, run_dir: str, watch: Watch, child: Any,
             watch.survivor = job.get("survivor")
         elif "summary" in item:
             summary = item["summary"]
-        elif "fault" in item or "progress" in item or "census" in item:
+        elif ("fault" in item or "progress" in item or "census" in item
+              or "workload_error" in item):
             print(f"soak: {line.strip()}", flush=True)
         elif "stacks" in item:  # a workload failed: where everything was
             for where, dump in item["stacks"].items():

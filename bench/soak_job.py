@@ -91,7 +91,8 @@ class Soak:
     def __init__(self, minutes: float, every: tuple[float, float], seed: int,
                  kinds: tuple[str, ...] = ("proc", "replica", "host", "pause")) -> None:
         self.kinds = kinds
-        self.end = time.monotonic() + minutes * 60
+        self.started = time.monotonic()
+        self.end = self.started + minutes * 60
         self.every = every
         self.rng = random.Random(seed)
         self.acked: dict[str, int] = {}  # counter token -> the highest number answered
@@ -259,6 +260,17 @@ class Soak:
             if census and tick % 6 == 0:
                 emit(census=_census(stats))
 
+    async def said(self, name: str, workload: Any) -> None:
+        """Runs a workload; one that ends early by an error says so at once (its end is
+        counted at the end): a long run's log shows when and why, not only that."""
+        try:
+            await workload
+        except BaseException as exc:
+            emit(workload_error={"workload": name, "minute": round(
+                (time.monotonic() - self.started) / 60, 1), "error": f"{type(exc).__name__}: "
+                f"{exc}"[-2000:]})
+            raise
+
     async def run(self) -> None:
         monarch.actor.unhandled_fault_hook = lambda failure: self.note_failure(failure.name)
         from monarch._controller._job import current_job
@@ -267,7 +279,8 @@ class Soak:
         emit(job={"job_id": current_job().job_id, "pid": os.getpid(),
                   "survivor": await self.call(sentinel.spawn("sentinel", Sentinel)
                                               .pid.call_one())})
-        loops = [self.counters(), self.rl(), self.ft(), self.chaos(), self.progress()]
+        loops = [self.said("counters", self.counters()), self.said("rl", self.rl()),
+                 self.said("ft", self.ft()), self.chaos(), self.progress()]
         results = await asyncio.gather(*loops, return_exceptions=True)
         await self.call(sentinel.stop())
         errors = [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
