@@ -33,8 +33,8 @@ KEYS: tuple[Key, ...] = (
     Key("t", "timeline", "the selected mesh's (or actor's) last seconds of spans as bars, one "
         "lane per rank (+/- zoom)", "inspect", "timeline"),
     Key("colon", "command", "command mode: :meshes :procs :actors :services :weights "
-        ":transfers :spans :jobs, :grid :stacks :timeline :logs :sql :save :tree, or a slice "
-        "of the selected mesh (hosts=0, gpus=0:4)", "select", "cmd"),
+        ":tensors :transfers :spans :jobs :allocations, :grid :stacks :timeline :logs :sql "
+        ":save :tree, or a slice of the selected mesh (hosts=0, gpus=0:4)", "select", "cmd"),
     Key("escape", "clear", "clear the slice and the log filter", "select"),
     Key("slash", "search", "filter the logs: a regular expression, !text inverts", "logs",
         "filter"),

@@ -335,10 +335,11 @@ class Target:
     rank: int | None = None
 
     def describe(self) -> str:
-        """`trainers ranks 0-1 (gpus=0:2)` for the confirmation dialog."""
+        """`trainers ranks 0-1 (gpus=0:2)`, `trainers rank 7 (gpus=7)` for the confirmation
+        dialog."""
         ranks = telemetry.compress_ranks(self.ranks)
         where = f" ({self.selection})" if self.selection else " (all)"
-        return f"{self.name} ranks {ranks}{where}"
+        return f"{self.name} rank{'s' if len(self.ranks) != 1 else ''} {ranks}{where}"
 
 
 class TargetError(ValueError):

@@ -113,6 +113,7 @@ def test_targets_of_rows():
     actor = m.target_of(snap, by["trainers[2]"])
     assert (actor.mesh, actor.selection, actor.ranks, actor.rank) == ("m1", "gpus=2", (2,), 2)
     assert actor.procs == (("p1.2", 1002),)
+    assert actor.describe() == "trainers rank 2 (gpus=2)"  # one rank: singular
     mesh = m.target_of(snap, by["trainers"], "gpus=1:3")
     assert mesh.ranks == (1, 2) and mesh.rank is None and mesh.selection == "gpus=1:3"
     assert [pid for _, pid in mesh.procs] == [1001, 1002]
