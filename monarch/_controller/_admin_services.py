@@ -28,13 +28,15 @@ def services(points: Iterable[telemetry.MetricPoint]) -> list[dict[str, Any]]:
     """
     entries: dict[tuple[str, str, str], dict[tuple[int, int, str], dict[str, Any]]] = {}
     retried: dict[tuple[str, str, str], int] = {}
-    for p in points:
+    for p in points:  # every metric of the job (thousands at 1,024 actors): the name first
+        field = _FIELDS.get(p.name)
+        if field is None and p.name != "service_retried":
+            continue
         service = (p.source, p.labels.get("router", ""), p.labels.get("service", ""))
-        if p.name == "service_retried":
+        if field is None:
             retried[service] = int(p.value)
             continue
-        field = _FIELDS.get(p.name)
-        if field is None or not p.labels.get("mesh"):
+        if not p.labels.get("mesh"):
             continue
         key = (int(p.labels.get("replica", 0)), int(p.labels.get("generation", 0)),
                p.labels["mesh"])

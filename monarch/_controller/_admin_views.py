@@ -253,13 +253,20 @@ class MetricIndex:
 
 
 def p50_ms(points: list[telemetry.MetricPoint]) -> float | None:
-    """The median of histograms with equal bounds (interpolated in its bucket), in ms."""
-    points = [p for p in points if p.count]
-    if not points:
+    """The median of histograms with equal bounds (interpolated in its bucket), in ms.
+
+    Hot: once per actor per topology (1,024 actors, twice a second under `monarch top`); an
+    actor's latency is one histogram but for a mesh name reused in a process, so one point is
+    read as it is and several are summed column by column."""
+    live = [p for p in points if p.count]
+    if not live:
         return None
-    bounds = points[0].bounds
-    buckets = [sum(p.buckets[i] for p in points if p.bounds == bounds)
-               for i in range(len(bounds) + 1)]
+    bounds = live[0].bounds
+    if len(live) == 1:
+        buckets = live[0].buckets
+    else:
+        buckets = [sum(column) for column in
+                   zip(*(p.buckets for p in live if p.bounds == bounds))]
     half, running = sum(buckets) / 2, 0
     for i, count in enumerate(buckets):
         if count and running + count >= half:
