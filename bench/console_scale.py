@@ -157,13 +157,23 @@ async def measure_console(client: Any, pid: int, seconds: float,
             "console_cpu_pct": round(mine, 1), "tree_rows": rows, "presses": len(moved)}
 
 
-def measure(actors: int, seconds: float, refresh: float) -> dict[str, Any]:
+def measure(actors: int, seconds: float, refresh: float,
+            profile: Path | None = None) -> dict[str, Any]:
     job = Job(actors)
     try:
         job.wait_ready()
         row: dict[str, Any] = {"actors": actors}
         row["controller_cpu_pct_without_console"] = round(cpu_pct(job.proc.pid, seconds), 1)
+        spy = None
+        if profile is not None:  # where the controller spends the console's window
+            spy = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).with_name(
+                "py-spy")), "record", "-p", str(job.proc.pid), "-d",
+                                    str(int(seconds) + 5), "-r", "100", "-f", "raw", "-o",
+                                    f"{profile}.{actors}.txt", "--nonblocking"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         row.update(asyncio.run(measure_console(job.client, job.proc.pid, seconds, refresh)))
+        if spy is not None:
+            spy.wait(timeout=60)
         row["console_cost_controller_pct"] = round(
             row["controller_cpu_pct_with_console"] - row["controller_cpu_pct_without_console"], 1)
         return row
@@ -178,6 +188,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="each window's length")
     parser.add_argument("--refresh", type=float, default=0.5, help="the console's poll (s)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument("--profile", type=Path, help="py-spy the controller during the console's "
+                        "window: collapsed stacks in PROFILE.<actors>.txt")
     parser.add_argument("--job", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job:
@@ -189,7 +201,7 @@ def main() -> None:
         parser.error(f"--actors: {unknown} not among {sorted(SHAPES)}")
     rows = []
     for actors in sizes:
-        row = measure(actors, args.seconds, args.refresh)
+        row = measure(actors, args.seconds, args.refresh, args.profile)
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.json:
