@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
@@ -204,11 +204,15 @@ class Store:
             del spans[limit:]
         return spans
 
-    def metrics(self, by_process: bool = False) -> list[MetricPoint]:
-        """Returns the current value of every series: aggregated over processes (see
-        `aggregate_metrics`), or the latest point of each process if ``by_process``."""
+    def metrics(self, by_process: bool = False,
+                names: Collection[str] | None = None) -> list[MetricPoint]:
+        """Returns the current value of every series (of the metrics ``names`` only, when
+        given): aggregated over processes (see `aggregate_metrics`), or the latest point of
+        each process if ``by_process``."""
         with self._lock:
             points = list(self._metrics.values())
+        if names is not None:
+            points = [p for p in points if p.name in names]
         return points if by_process else aggregate_metrics(points)
 
     def transfers(self, window: float = 10.0, now_ns: int | None = None) -> TransferSummary:

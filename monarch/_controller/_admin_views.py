@@ -298,11 +298,16 @@ def job_info(job: Any, snap: dict[str, Any], address: str) -> dict[str, Any]:
                        "failures": len(snap["failures"])}}
 
 
+TOP_LINE_METRICS = frozenset({"start_to_first_proc_ready_seconds", "actor_spawn_seconds",
+                              "messages_undelivered", "job_failures", "stalled_handlers"})
+
+
 def top_line(store: telemetry.Store) -> dict[str, Any]:
     """The job's headline figures: seconds from start to the first proc ready, actor spawn
     time (p50 ms), messages undelivered, failures by cause (user: an endpoint raised;
     infrastructure: a proc died, a host was lost) and handlers stalled now."""
-    points = store.metrics()
+    points = store.metrics(names=TOP_LINE_METRICS)  # aggregating every series: 10 % of a
+    # controller polled by `monarch top` at 1,024 actors
     def total(name: str, **labels: str) -> float:
         return sum(p.value for p in points if p.name == name
                    and all(p.labels.get(k) == v for k, v in labels.items()))
