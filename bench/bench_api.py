@@ -87,6 +87,11 @@ class BenchActor(Actor):
     def pid(self) -> int:
         return os.getpid()
 
+    @endpoint
+    def say(self, n: int) -> None:
+        """A log line per call (the job's logs flow to the controller as it runs)."""
+        print(f"bench line {n}", flush=True)
+
 
 # ---------------------------------------------------------------------------------------------
 # The rig: the shared mesh and the loop helpers every bench uses.
@@ -802,6 +807,12 @@ class _Group:
         for fut in futures:
             fut.get(timeout=CALL_TIMEOUT_S)
 
+    def call_printing(self) -> None:
+        """A call to every actor, each printing a line."""
+        futures = [mesh.say.call(0) for mesh in self.meshes]
+        for fut in futures:
+            fut.get(timeout=CALL_TIMEOUT_S)
+
     def broadcast(self) -> None:
         for mesh in self.meshes:
             mesh.noop.broadcast()
@@ -879,8 +890,9 @@ def _cpu_s(pids: list[int]) -> float:
 
 @bench("scale1k", big=True)
 def bench_scale1k(rig: Rig) -> dict[str, float]:
-    """64 procs x 16 meshes: spawn, calls and casts at 256 and 1,024 actors, memory, idle CPU,
-    then one proc SIGKILLed: ms to a call's error and to the client's fault hook."""
+    """64 procs x 16 meshes: spawn, calls and casts at 256 and 1,024 actors, a call with every
+    actor printing a line, memory, idle CPU, then one proc SIGKILLed: ms to a call's error and
+    to the client's fault hook."""
     rows: dict[str, float] = {}
     start = time.perf_counter()
     procs = this_host().spawn_procs(per_host={"gpus": 64})
@@ -892,6 +904,10 @@ def bench_scale1k(rig: Rig) -> dict[str, float]:
         pids = sorted(set(meshes[0].pid.call().get(timeout=CALL_TIMEOUT_S).values()))
         for count, group in ((256, meshes[:4]), (1024, meshes)):
             rows.update(_scale_rows(rig, _Group(group), count))
+        printing = _Group(meshes)
+        timed_loop(printing.call_printing, rig.n(20, 5), rig.budget_s)
+        rows["call_1024actors_printing_p50_us"] = statistics.median(
+            timed_loop(printing.call_printing, rig.n(100, 20), rig.budget_s)) * 1e6
         rows["controller_rss_MB_1024actors"] = _rss_mb()
         rows["proc_rss_MB_1024actors"] = statistics.median(_rss_mb(p) for p in pids)
         time.sleep(2.0)  # the last casts' work is over: idle from here
