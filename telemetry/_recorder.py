@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ._actors import pack_columns
 from ._batch import BATCH_VERSION, encode_batch
 from ._crashlog import CrashLog, recover
 from ._metrics import MetricsTable
@@ -205,6 +206,7 @@ class Recorder:
             statuses, self._statuses = list(self._statuses.values()), {}
             messages = _take(self._messages, max_items)
             self._message_count -= sum(len(g[4]) for g in messages)
+        messages = [[*g[:4], pack_columns(g[4])] for g in messages]
         if not (spans or site_spans or logs or transfers or failures or metrics or statuses
                 or messages):
             return None

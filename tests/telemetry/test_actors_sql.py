@@ -92,9 +92,9 @@ def test_the_store_keeps_the_newest_messages_and_the_recorder_drops_what_does_no
     recorder.add_message_group(message_group("a[0]", "a", 0, [("x", "root", 0, 1, "ok", 0)] * 50))
     recorder.add_message_group(message_group("a[0]", "a", 0, [("y", "root", 0, 1, "ok", 0)] * 50))
     assert recorder.dropped()["message"] == 40
-    wire = recorder.drain()
-    assert [len(group[4]) for group in wire[10]] == [50, 10]
-    assert wire[10][1][4][0][0] == "y"  # the newest of what did not fit are kept
+    wire = recorder.drain()  # the entries travel as columns
+    assert [len(group[4]["m"]) for group in wire[10]] == [50, 10]
+    assert wire[10][1][4]["m"][0] == "y"  # the newest of what did not fit are kept
 
 
 def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
@@ -171,3 +171,49 @@ def test_a_failure_seen_twice_is_one_event() -> None:
     assert [(e.actor, e.event, e.detail) for e in store.status_events()] == [
         ("m-1[3]", "failed", "Killed(sig=9)"), ("m-1[2]", "stalled", "step"),
         ("m-1[2]", "stalled", "save")]
+
+
+def test_entries_travel_as_columns_and_read_as_the_rows_would() -> None:
+    """A recorder ships a group's entries as columns (`pack_columns`): the controller reads
+    the same entries as from the rows; rows a column cannot hold (a bool byte count, a number
+    past int64) travel as rows; broken columns are refused whole and counted."""
+    from monarch.telemetry._actors import Entries, pack_columns
+
+    rows = [(f"m{i % 3}", f"ctrl-{i % 2}", i, i + 5, "ok", 10 * i, 1000 + i) for i in range(20)]
+    columns = pack_columns(rows)
+    assert isinstance(columns, dict) and len(columns["t0"]) == 8 * len(rows)
+    from_columns, bad = Entries.read(columns)
+    from_rows, bad_rows = Entries.read(rows)
+    assert bad == bad_rows == 0
+    assert list(from_columns) == list(from_rows) == [r[:6] for r in rows]
+    assert list(from_columns.sents) == [r[6] for r in rows]
+    six = [r[:6] for r in rows]  # from a sender that ships no HLC: zeros
+    assert list(Entries.read(pack_columns(six))[0].sents) == [0] * len(rows)
+
+    odd = [("f", "s", 1, 2, "ok", True)]
+    assert pack_columns(odd) is odd  # read row by row: a bool is no byte count
+    huge = [("f", "s", 2**63, 2**63 + 1, "ok", 0)]
+    assert pack_columns(huge) is huge
+
+    for broken in ({**columns, "t1": columns["t1"][:-8]}, {**columns, "m": columns["m"][:-1]},
+                   {k: v for k, v in columns.items() if k != "n"},
+                   {**columns, "o": [1] * len(rows)}, {**columns, "t0": "not bytes"}):
+        kept, bad = Entries.read(broken)
+        assert len(kept) == 0 and bad >= 1
+
+
+def test_a_recorders_columns_reach_the_store_whole() -> None:
+    """End to end: what a recorder drains (columns) the store ingests as messages, none
+    counted bad (a group whose entries were not a list was once refused whole)."""
+    from monarch.telemetry import Recorder
+
+    recorder = Recorder()
+    rows = [("step", "root", i, i + 3, "ok", 8, 0) for i in range(30)]
+    recorder.add_message_group(message_group("a[0]", "a", 0, rows))
+    wire = recorder.drain()
+    assert isinstance(wire[10][0][4], dict)  # as columns
+    store = Store()
+    store.ingest(batch=wire)
+    assert [(m.method, m.start_ns, m.end_ns) for m in store.messages()] == \
+        [("step", i, i + 3) for i in range(30)]
+    assert store.statistics().invalid == 0
