@@ -506,3 +506,44 @@ def test_the_console_shows_each_engine_with_its_ops_and_live_tensors(procs):
     with procs.activate():  # the frees leave with the next batch
         assert monarch.inspect(torch.zeros(1), gpus=0).tolist() == [0.0]
     wait_until(lambda: (entry() or {}).get("tensors", alive) < alive, "the freed tensors")
+
+
+ENDED_JOB = """
+import torch, monarch
+from monarch.actor import this_host
+from monarch.weights import put_state_dict
+from monarch._controller._job import current_job
+
+procs = this_host().spawn_procs(per_host={"gpus": 2})
+with procs.activate():
+    x = torch.ones(4) * 3
+    assert monarch.inspect(x, gpus=0).tolist() == [3.0] * 4
+put_state_dict({"w": torch.zeros(8)}, "policy").get(timeout=60)
+print("JOB", current_job().job_id, flush=True)
+procs.stop().get(timeout=60)
+"""
+
+
+def test_an_ended_jobs_history_shows_its_tensor_engines_and_weights(tmp_path, monkeypatch):
+    """Post-mortem parity (issue 32, item 7): `monarch top --job ID` on an ended job shows the
+    same :tensors and :weights as the live job did, from its history's metrics."""
+    import subprocess
+    import sys
+
+    from monarch._history._client import HistoryClient
+    from monarch.admin import open_history
+
+    env = dict(__import__("os").environ, MONARCH_RUN_DIR=str(tmp_path), MONARCH_HISTORY="1")
+    done = subprocess.run([sys.executable, "-c", ENDED_JOB], env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job_id = next(line.split()[1] for line in done.stdout.splitlines()
+                  if line.startswith("JOB "))
+    monkeypatch.setenv("MONARCH_RUN_DIR", str(tmp_path))
+    topology = HistoryClient(open_history(job_id)).topology()
+    (engine,) = topology["tensor_engines"]
+    assert engine["ops"] >= 2 and engine["batches"] >= 1 and engine["tensors"] >= 1
+    workers = [m for m in topology["meshes"] if m["mesh"] == engine["mesh"]]
+    assert workers and workers[0]["name"] == "tensor_engine"
+    (policy,) = topology["weights"]
+    assert (policy["key"], policy["version"], policy["bytes"]) == ("policy", 1, 32)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import telemetry
+from ..telemetry._derived import tensor_engines, weights
 from . import _admin_services
 from ._supervisor import FAILED, RUNNING, STARTING, STOPPED, STOPPING
 
@@ -71,36 +72,6 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
             "failures": [failure_dict(f) for f in snap["failures"]], "services": found,
             "weights": weights(points), "tensor_engines": tensor_engines(points),
             "stall_s": live.stall_s}
-
-
-def weights(points: Any) -> list[dict[str, Any]]:
-    """The state dicts of `monarch.weights`: key, newest version, its bytes, reads so far."""
-    found: dict[str, dict[str, Any]] = {}
-    names = {"weight_version": "version", "weight_bytes": "bytes", "weight_reads": "reads"}
-    for point in points:
-        field = names.get(point.name)
-        if field is not None and "key" in point.labels:
-            entry = found.setdefault(point.labels["key"], {"key": point.labels["key"],
-                                                           "version": 0, "bytes": 0,
-                                                           "reads": 0})
-            entry[field] = int(point.value)
-    return sorted(found.values(), key=lambda w: w["key"])
-
-
-def tensor_engines(points: Any) -> list[dict[str, Any]]:
-    """The tensor engines (one per proc mesh that ran tensor ops): the workers' actor mesh,
-    ops and batches sent, remote tensors alive (summed over the processes that drive it)."""
-    found: dict[str, dict[str, Any]] = {}
-    names = {"tensor_engine_ops": "ops", "tensor_engine_batches": "batches",
-             "tensor_engine_tensors": "tensors"}
-    for point in points:
-        field = names.get(point.name)
-        if field is not None and "mesh_id" in point.labels:
-            mesh = point.labels["mesh_id"]
-            entry = found.setdefault(mesh, {"mesh": mesh, "ops": 0, "batches": 0,
-                                            "tensors": 0})
-            entry[field] += int(point.value)
-    return sorted(found.values(), key=lambda e: e["mesh"])
 
 
 class Live:

@@ -7,9 +7,15 @@ recorders, under a "finished"/"crashed" banner. Actions are refused (AdminError 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
+from ..telemetry._derived import tensor_engines, weights
 from ._runs import History
+
+DERIVED_METRICS = ("weight_version", "weight_bytes", "weight_reads", "tensor_engine_ops",
+                   "tensor_engine_batches", "tensor_engine_tensors")
+"""The metrics a finished job's topology derives its weights and tensor engines from."""
 from .._client._admin import AdminError
 
 
@@ -62,8 +68,23 @@ class HistoryClient:
             mesh["actors"].append(_actor(a, self._ended))
         for mesh in meshes.values():  # the extent its actors' points span (it showed `{}`)
             mesh["extent"] = _extent([actor["point"] for actor in mesh["actors"]])
+        points = self._metric_points(DERIVED_METRICS)
         return {"hosts": list(hosts.values()), "meshes": list(meshes.values()),
-                "failures": self.failures()}
+                "failures": self.failures(), "weights": weights(points),
+                "tensor_engines": tensor_engines(points)}
+
+    def _metric_points(self, names: tuple[str, ...]) -> list[Any]:
+        """The newest value of each series of the metrics `names` (the history keeps each
+        flush's snapshot), as points: name, labels, value, source."""
+        listed = ", ".join(f"'{n}'" for n in names)
+        newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in self._rows(f"SELECT name, labels, value, time_ns, proc FROM metrics "
+                              f"WHERE name IN ({listed})"):
+            key = (row["name"], row["labels"], row["proc"])
+            if key not in newest or row["time_ns"] >= newest[key]["time_ns"]:
+                newest[key] = row
+        return [SimpleNamespace(name=r["name"], labels=json.loads(r["labels"] or "{}"),
+                                value=r["value"], source=r["proc"]) for r in newest.values()]
 
     @property
     def _ended(self) -> bool:

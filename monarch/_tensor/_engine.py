@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .. import telemetry
+from ..telemetry import process_recorder
 from .._runtime import _context
 from .._runtime._future import Future
 from .._geometry._view import View
@@ -83,7 +83,7 @@ class Engine:
         self.ops_sent = 0
         self.refs_made = 0
         self.refs_dropped = 0  # (from `__del__`: counted, not locked; a gauge, not a ledger)
-        self._metrics = telemetry.process_recorder().metrics
+        self._metrics = process_recorder().metrics
         """Where the engine counts its ops, batches and live tensors (the console's :tensors,
         `monarch status`, SQL), labelled by its workers' actor mesh."""
 
