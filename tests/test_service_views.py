@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from monarch.cli._status import service_lines
 from monarch.console._model import service_note
-from monarch._controller._admin_services import annotate, services
+from monarch.telemetry._services import annotate, services
 from monarch.telemetry import MetricPoint
 
 

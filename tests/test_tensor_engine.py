@@ -510,9 +510,19 @@ def test_the_console_shows_each_engine_with_its_ops_and_live_tensors(procs):
 
 ENDED_JOB = """
 import torch, monarch
-from monarch.actor import this_host
+from monarch.actor import Actor, endpoint, this_host
 from monarch.weights import put_state_dict
 from monarch._controller._job import current_job
+
+
+class Doubler(Actor):
+    @endpoint
+    def double(self, x):
+        return 2 * x
+
+
+service = Doubler.options(procs=1, num_replicas=2, name="doublers").as_service().get(timeout=120)
+assert [service.double.route(i).get(timeout=60) for i in range(4)] == [0, 2, 4, 6]
 
 procs = this_host().spawn_procs(per_host={"gpus": 2})
 with procs.activate():
@@ -521,12 +531,14 @@ with procs.activate():
 put_state_dict({"w": torch.zeros(8)}, "policy").get(timeout=60)
 print("JOB", current_job().job_id, flush=True)
 procs.stop().get(timeout=60)
+service.shutdown().get(timeout=60)
 """
 
 
-def test_an_ended_jobs_history_shows_its_tensor_engines_and_weights(tmp_path, monkeypatch):
+def test_an_ended_jobs_history_shows_its_tensor_engines_weights_and_services(tmp_path,
+                                                                            monkeypatch):
     """Post-mortem parity (issue 32, item 7): `monarch top --job ID` on an ended job shows the
-    same :tensors and :weights as the live job did, from its history's metrics."""
+    same :tensors, :weights and :services as the live job did, from its history's metrics."""
     import subprocess
     import sys
 
@@ -547,3 +559,8 @@ def test_an_ended_jobs_history_shows_its_tensor_engines_and_weights(tmp_path, mo
     assert workers and workers[0]["name"] == "tensor_engine"
     (policy,) = topology["weights"]
     assert (policy["key"], policy["version"], policy["bytes"]) == ("policy", 1, 32)
+    (service,) = topology["services"]
+    assert service["name"] == "doublers" and len(service["replicas"]) == 2
+    assert sum(r["routed"] for r in service["replicas"]) == 4
+    replicas = [m for m in topology["meshes"] if m.get("service")]
+    assert sorted(m["service"]["replica"] for m in replicas) == [0, 1]

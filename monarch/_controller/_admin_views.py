@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import telemetry
+from ..telemetry import _services
 from ..telemetry._derived import tensor_engines, weights
-from . import _admin_services
 from ._supervisor import FAILED, RUNNING, STARTING, STOPPED, STOPPING
 
 CONTROLLER = "controller"
@@ -66,8 +66,8 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
     proc_states = {p["proc"]: p["state"] for p in procs}
     live = Live(store.actor_statuses(), float(snap.get("stall_s", DEFAULT_STALL_S)))
     meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]]
-    found = _admin_services.services(points)
-    _admin_services.annotate(meshes, found)
+    found = _services.services(points)
+    _services.annotate(meshes, found)
     return {"hosts": _hosts(procs, index, snap["proc_extents"]), "meshes": meshes,
             "failures": [failure_dict(f) for f in snap["failures"]], "services": found,
             "weights": weights(points), "tensor_engines": tensor_engines(points),

@@ -11,11 +11,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..telemetry._derived import tensor_engines, weights
+from ..telemetry._services import annotate, services
 from ._runs import History
 
 DERIVED_METRICS = ("weight_version", "weight_bytes", "weight_reads", "tensor_engine_ops",
-                   "tensor_engine_batches", "tensor_engine_tensors")
-"""The metrics a finished job's topology derives its weights and tensor engines from."""
+                   "tensor_engine_batches", "tensor_engine_tensors", "service_replica_state",
+                   "service_replica_outstanding", "service_routed", "service_retried")
+"""The metrics a finished job's topology derives its weights, tensor engines and services
+from."""
 from .._client._admin import AdminError
 
 
@@ -69,9 +72,11 @@ class HistoryClient:
         for mesh in meshes.values():  # the extent its actors' points span (it showed `{}`)
             mesh["extent"] = _extent([actor["point"] for actor in mesh["actors"]])
         points = self._metric_points(DERIVED_METRICS)
+        found = services(points)
+        annotate(list(meshes.values()), found)
         return {"hosts": list(hosts.values()), "meshes": list(meshes.values()),
                 "failures": self.failures(), "weights": weights(points),
-                "tensor_engines": tensor_engines(points)}
+                "tensor_engines": tensor_engines(points), "services": found}
 
     def _metric_points(self, names: tuple[str, ...]) -> list[Any]:
         """The newest value of each series of the metrics `names` (the history keeps each

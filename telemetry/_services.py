@@ -4,7 +4,8 @@ A service's router (`monarch._rl._router`) publishes per replica the gauges
 `service_replica_state` (0 starting, 1 healthy, 2 failed, 3 stopped) and
 `service_replica_outstanding`, and the counter `service_routed`, labelled (service, router,
 replica, generation, mesh) — `router` is the router's actor id, so two services of one name
-stay apart; `service_retried` per service. Pure functions over the store's points.
+stay apart; `service_retried` per service. Pure functions over metric points (a live store's,
+or a history's newest `metrics` snapshot: the admin topology and `monarch top --job ID` both).
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .. import telemetry
+from ._records import MetricPoint
 
 STATE_NAMES = {0: "starting", 1: "healthy", 2: "failed", 3: "stopped"}
 _FIELDS = {"service_replica_state": "state", "service_replica_outstanding": "outstanding",
            "service_routed": "routed"}
 
 
-def services(points: Iterable[telemetry.MetricPoint]) -> list[dict[str, Any]]:
+def services(points: Iterable[MetricPoint]) -> list[dict[str, Any]]:
     """Each service (by router): its name, state (running / stopped), current replicas and
     the ones replaced.
 
