@@ -92,9 +92,10 @@ def test_the_store_keeps_the_newest_messages_and_the_recorder_drops_what_does_no
     recorder.add_message_group(message_group("a[0]", "a", 0, [("x", "root", 0, 1, "ok", 0)] * 50))
     recorder.add_message_group(message_group("a[0]", "a", 0, [("y", "root", 0, 1, "ok", 0)] * 50))
     assert recorder.dropped()["message"] == 40
-    wire = recorder.drain()  # the entries travel as columns
-    assert [len(group[4]["m"]) for group in wire[10]] == [50, 10]
-    assert wire[10][1][4]["m"][0] == "y"  # the newest of what did not fit are kept
+    wire = recorder.drain()  # 50 entries travel as columns, 10 as rows
+    assert isinstance(wire[10][0][4], dict) and isinstance(wire[10][1][4], list)
+    assert [len(wire[10][0][4]["m"]), len(wire[10][1][4])] == [50, 10]
+    assert wire[10][1][4][0][0] == "y"  # the newest of what did not fit are kept
 
 
 def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
@@ -177,8 +178,10 @@ def test_entries_travel_as_columns_and_read_as_the_rows_would() -> None:
     """A recorder ships a group's entries as columns (`pack_columns`): the controller reads
     the same entries as from the rows; rows a column cannot hold (a bool byte count, a number
     past int64) travel as rows; broken columns are refused whole and counted."""
-    from monarch.telemetry._actors import Entries, pack_columns
+    from monarch.telemetry._actors import COLUMNS_FROM, Entries, pack_columns
 
+    few = [("m", "ctrl", 1, 2, "ok", 3, 4)] * (COLUMNS_FROM - 1)
+    assert pack_columns(few) is few  # a small group reads no faster as columns
     rows = [(f"m{i % 3}", f"ctrl-{i % 2}", i, i + 5, "ok", 10 * i, 1000 + i) for i in range(20)]
     columns = pack_columns(rows)
     assert isinstance(columns, dict) and len(columns["t0"]) == 8 * len(rows)
@@ -190,9 +193,9 @@ def test_entries_travel_as_columns_and_read_as_the_rows_would() -> None:
     six = [r[:6] for r in rows]  # from a sender that ships no HLC: zeros
     assert list(Entries.read(pack_columns(six))[0].sents) == [0] * len(rows)
 
-    odd = [("f", "s", 1, 2, "ok", True)]
+    odd = [("f", "s", 1, 2, "ok", True)] * COLUMNS_FROM
     assert pack_columns(odd) is odd  # read row by row: a bool is no byte count
-    huge = [("f", "s", 2**63, 2**63 + 1, "ok", 0)]
+    huge = [("f", "s", 2**63, 2**63 + 1, "ok", 0)] * COLUMNS_FROM
     assert pack_columns(huge) is huge
 
     for broken in ({**columns, "t1": columns["t1"][:-8]}, {**columns, "m": columns["m"][:-1]},
