@@ -78,6 +78,9 @@ class _Tick(NamedTuple):
     logs: bool
 
 
+_APP_ACTIONS = frozenset(k.action for k in keys.KEYS)
+
+
 class MonarchTop(App[None]):
     """The console. `client` is a `monarch.admin.AdminClient` (or anything with its methods).
 
@@ -94,6 +97,17 @@ class MonarchTop(App[None]):
     BINDINGS = [Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer),
                         key_display=keys.display_key(k.keys).split("/")[0])
                 for k in keys.KEYS]
+
+    EVERYWHERE = frozenset({"help", "quit", "save_screen", "refresh", "command"})
+    """The app's actions that stay on while another screen (the grid, a table, the timeline) is
+    on top; the others act on the tree's selection behind it, so they are off and out of the
+    footer there (the grid's own `k` was shown twice)."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.EVERYWHERE or len(self.screen_stack) <= 1 \
+                or action not in _APP_ACTIONS:
+            return True
+        return False  # hidden and off while another screen is on top (None would dim them)
 
     def __init__(self, client: Client, *, refresh: float = 1.0,
                  attach_io: tuple[TextIO, TextIO] | None = None,
