@@ -231,14 +231,20 @@ def _hex_column(data: bytes, width: int) -> pa.Array:
 
 
 def logs(records: Iterable[LogRecord]) -> pa.Table:
-    """The ``logs`` table."""
+    """The ``logs`` table. A store shares one tags dict among the lines of an actor's stream
+    (`_logbook._Interner`): each is encoded once (JSON per line was 8 % of a controller whose
+    1,024 actors each print a line per call)."""
     rows = []
+    encoded: dict[int, tuple[dict[str, Any], str]] = {}
     for r in records:
         t = r.tags
+        known = encoded.get(id(t))
+        if known is None or known[0] is not t:
+            known = encoded[id(t)] = (t, _json(t))
         rows.append((r.hlc, r.wall_ns, r.stream, r.level, r.text, _str(t.get("mesh")),
                      _int(t.get("rank")), _str(t.get("actor_class")), _str(t.get("proc")),
                      _str(t.get("host")), _int(t.get("pid")), _hex(r.trace_id),
-                     _hex(r.span_id), _json(t)))
+                     _hex(r.span_id), known[1]))
     return from_rows("logs", rows)
 
 
