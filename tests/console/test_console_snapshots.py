@@ -1,5 +1,6 @@
 """SVG snapshots pin the console's layout: the main screen with a failed rank selected, the
-slice input, the kill confirmation, the help, the diagnostics and py-spy overlays.
+slice input, the kill confirmation, the help, the diagnostics and py-spy overlays, the grid, a
+resource table (`:tensors`), the grouped stacks and the timeline's axes and lanes.
 
 The data is the in-memory client's (fixed values), so only the layout can move; volatile text
 (clock times, the refresh rate, Rich's content-hash class names) is normalized. Run with
@@ -155,3 +156,49 @@ async def test_grid_of_a_mesh_with_a_failed_rank_and_marked_cells():
         await pilot.press("v", "right", "space", "right", "space", "m")
         await wait_for(pilot, lambda: getattr(app.screen, "measure", "") == "queue")
         await check(pilot, "grid_queue")
+
+
+class WithMore(FakeClient):
+    """The in-memory client with a tensor engine on the trainers' procs and grouped stacks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.topo["tensor_engines"] = [{"mesh": "m1", "ops": 1240, "batches": 31,
+                                        "tensors": 17}]
+        self.log_records = LOGS
+
+    def stacks(self, mesh: str, selection: str = "") -> dict:
+        frames = [["train.py", 40, "train_step"], ["train.py", 12, "all_reduce"]]
+        return {"mesh": mesh, "name": "trainers", "groups": [
+            {"ranks": [2], "summary": "load_batch ← train_step", "running": ["train_step"],
+             "frames": [["train.py", 40, "train_step"], ["data.py", 7, "load_batch"]],
+             "error": None},
+            {"ranks": [0, 1], "summary": "all_reduce ← train_step", "running": ["train_step"],
+             "frames": frames, "error": None}]}
+
+
+async def test_a_resource_table_and_grouped_stacks():
+    app = MonarchTop(WithMore(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("colon", *"tensors", "enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ResourceScreen"
+                       and app.screen.items)
+        await check(pilot, "tensors_table")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0])
+        await select(pilot, "trainers")
+        await pilot.press("S")
+        await wait_for(pilot, lambda: getattr(app.screen, "runs", 0) == 1)
+        await check(pilot, "stack_groups")
+
+
+async def test_timeline_of_a_mesh():
+    app = MonarchTop(WithMore(), refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await select(pilot, "trainers")
+        await pilot.press("t")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "TimelineScreen"
+                       and getattr(app.screen, "shown", None) is not None)
+        await check(pilot, "timeline")
