@@ -126,8 +126,23 @@ async def measure_console(client: Any, pid: int, seconds: float,
                           refresh: float) -> dict[str, Any]:
     from monarch.console.app import MonarchTop
 
+    import gc
+
+    from monarch.console.app import quiet_gc
+
+    quiet_gc()  # as `monarch top` does
     app = MonarchTop(client, refresh=refresh)
     moved: list[float] = []
+    pauses: list[float] = []  # the console's garbage collections (a suspect for key spikes)
+    started_gc: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started_gc[:] = [time.perf_counter()]
+        elif started_gc and info.get("generation") == 2:
+            pauses.append((time.perf_counter() - started_gc[0]) * 1000)
+
+    gc.callbacks.append(on_gc)
     async with app.run_test(size=(200, 50)) as pilot:
         deadline = time.monotonic() + 120
         while len(app.mesh_tree.rows_shown) < 4 and time.monotonic() < deadline:
@@ -150,11 +165,14 @@ async def measure_console(client: Any, pid: int, seconds: float,
         mine = 100 * (time.process_time() - mine0) / elapsed
         stats = app.statistics(window_s=elapsed)
         rows = len(app.mesh_tree.rows_shown)
+    gc.callbacks.remove(on_gc)
     return {"refreshes_per_s": round(stats.snapshots_per_s, 2),
             "cursor_moved_ms_p50": round(statistics.median(moved), 1),
             "cursor_moved_ms_max": round(max(moved), 1),
             "controller_cpu_pct_with_console": round(ctl, 1),
-            "console_cpu_pct": round(mine, 1), "tree_rows": rows, "presses": len(moved)}
+            "console_cpu_pct": round(mine, 1), "tree_rows": rows, "presses": len(moved),
+            "console_full_gcs": len(pauses),
+            "console_full_gc_max_ms": round(max(pauses), 1) if pauses else 0.0}
 
 
 def measure(actors: int, seconds: float, refresh: float,

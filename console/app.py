@@ -80,6 +80,23 @@ class _Tick(NamedTuple):
 
 _APP_ACTIONS = frozenset(k.action for k in keys.KEYS)
 
+GC_GEN0 = 50_000
+"""Allocations between two young collections in `monarch top` (Python's default: 700)."""
+
+
+def quiet_gc() -> None:
+    """Tunes the garbage collector of a process that runs the console (`monarch top`, not
+    the tests): what is alive now (the imported modules, Textual's and Rich's tables) is
+    frozen out of every later collection, and young collections come less often. Each poll
+    of a 1,024-actor job parses ~400 KB of JSON into dicts: the console ran ten full
+    collections in 20 s, up to 212 ms each, and a key pressed meanwhile waited for them
+    (`bench/console_scale.py` counts them)."""
+    import gc
+
+    gc.freeze()
+    gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(gen0, GC_GEN0), gen1, gen2)
+
 
 class MonarchTop(App[None]):
     """The console. `client` is a `monarch.admin.AdminClient` (or anything with its methods).

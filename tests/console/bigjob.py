@@ -7,6 +7,7 @@ Prints `READY <job id>` once `step` was sent to every rank of `train`, `FAILED <
 failure (the job goes on); runs until killed.
 """
 
+import sys
 import threading
 import time
 
@@ -47,7 +48,10 @@ class Worker(Actor):
 
 
 # A rank killed from the console must not end the job (Monarch's default: the client exits).
-monarch.actor.unhandled_fault_hook = lambda failure: print(f"FAILED {failure.name}", flush=True)
+# One write per line: the hook runs on a thread per failure, and print() writes the text and
+# its newline apart (two threads' lines could share one).
+monarch.actor.unhandled_fault_hook = lambda failure: (
+    sys.stdout.write(f"FAILED {failure.name}\n"), sys.stdout.flush())
 procs = this_host().spawn_procs(per_host={"hosts": 8, "gpus": 8})
 train = procs.spawn("train", Trainer)
 others = [procs.spawn(f"m{i:02d}", Worker) for i in range(1, 16)]

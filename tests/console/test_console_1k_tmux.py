@@ -102,7 +102,8 @@ def test_a_job_of_1024_actors_in_a_terminal(tmp_path):
         states = {rank: row["state"] for (mesh, rank), row in job.ps().items()
                   if mesh == "train"}
         assert {r for r, s in states.items() if s != "running"} == {7}
-        wait_until(lambda: "FAILED train" in job.lines,  # reported to the script, which goes on
+        wait_until(lambda: any(line.endswith("FAILED train") for line in job.lines),  # the
+                   # script heard of it, and goes on
                    lambda: f"train's failure reported: {job.lines}", 30)
         tmux.keys("Escape")  # alone: a key right after it would read as alt+key
         tmux.wait_gone("grid train")
