@@ -44,9 +44,8 @@ def top(
         report = _admin_call(client.diagnose)
         typer.echo(json.dumps(report, indent=2, default=str))
         raise typer.Exit(0 if report.get("ok") else EXIT_FAILED)
-    from monarch.console.app import MonarchTop, quiet_gc
+    from monarch.console.app import MonarchTop
 
-    quiet_gc()
     MonarchTop(client, refresh=refresh, read_only=read_only).run()
 
 
@@ -89,9 +88,7 @@ def demo(
             workload.wait()
             return
         from monarch.console._demo_top import DemoTop
-        from monarch.console.app import quiet_gc
 
-        quiet_gc()
         console = DemoTop(client, control, refresh=refresh)
         signal.signal(signal.SIGTERM, console.note_signal)  # never raised inside Textual
         console.run()  # SIGTERM ends it as `q` does

@@ -15,7 +15,6 @@ __all__ = ["run"]
 def run(client: Any, refresh: float = 1.0, read_only: bool = False) -> None:
     """Runs the console on `client` until the user quits (`read_only`: kill, stop, break and
     attach refused)."""
-    from .app import MonarchTop, quiet_gc
+    from .app import MonarchTop
 
-    quiet_gc()
     MonarchTop(client, refresh=refresh, read_only=read_only).run()

@@ -1,8 +1,8 @@
 """`:` command mode (k9s's): a resource or a view by name, with completion.
 
 `:meshes`, `:procs`, `:actors`, `:services`, `:weights`, `:tensors`, `:transfers`, `:spans`,
-`:jobs`, `:allocations` open a resource table; `:tree` goes back to the tree, `:grid`, `:stacks` and `:timeline` open the selected
-mesh's, `:logs`
+`:jobs`, `:allocations` open a resource table; `:tree` goes back to the tree, `:grid`,
+`:stacks` and `:timeline` open the selected mesh's, `:logs`
 focuses the logs, `:sql` the query pane, `:slice gpus=0:2` slices the selected mesh (a bare
 `gpus=0:2` does too), `:save` writes the screen to a text file, `:help`, `:quit`. Singular
 names and a few k9s habits (`:svc`, `:q`) are accepted. Pure: `parse` says what to run.

@@ -204,8 +204,8 @@ def _allocations(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
 
 
 _BUILDERS = {"meshes": _meshes, "procs": _procs, "actors": _actors, "services": _services,
-             "weights": _weights, "tensors": _tensors, "transfers": _transfers, "spans": _spans, "jobs": _jobs,
-             "allocations": _allocations}
+             "weights": _weights, "tensors": _tensors, "transfers": _transfers, "spans": _spans,
+             "jobs": _jobs, "allocations": _allocations}
 
 
 def _most_common(states: list[str]) -> str:

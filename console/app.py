@@ -85,12 +85,12 @@ GC_GEN0 = 50_000
 
 
 def quiet_gc() -> None:
-    """Tunes the garbage collector of a process that runs the console (`monarch top`, not
-    the tests): what is alive now (the imported modules, Textual's and Rich's tables) is
-    frozen out of every later collection, and young collections come less often. Each poll
-    of a 1,024-actor job parses ~400 KB of JSON into dicts: the console ran ten full
-    collections in 20 s, up to 212 ms each, and a key pressed meanwhile waited for them
-    (`bench/console_scale.py` counts them)."""
+    """Tunes the garbage collector of a process that runs the console (`MonarchTop.run`:
+    `monarch top`, `monarch demo`; not the tests, which use `run_test`): what is alive now
+    (the imported modules, Textual's and Rich's tables) is frozen out of every later
+    collection, and young collections come less often. Each poll of a 1,024-actor job parses
+    ~400 KB of JSON into dicts: the console ran ten full collections in 20 s, up to 212 ms
+    each, and a key pressed meanwhile waited for them (`bench/console_scale.py` counts them)."""
     import gc
 
     gc.freeze()
@@ -125,6 +125,11 @@ class MonarchTop(App[None]):
                 or action not in _APP_ACTIONS:
             return True
         return False  # hidden and off while another screen is on top (None would dim them)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the app in this terminal, its garbage collector tuned first (`quiet_gc`)."""
+        quiet_gc()
+        return super().run(*args, **kwargs)
 
     def __init__(self, client: Client, *, refresh: float = 1.0,
                  attach_io: tuple[TextIO, TextIO] | None = None,

@@ -8,10 +8,10 @@ end_ns, outcome, nbytes, sent_hlc]`` (see `message_group`; ``sent_hlc``, the sen
 it sent the message, 0 or missing when not known). A recorder ships a group of 16 entries
 or more as columns (`pack_columns`: the texts as lists, the numbers as little-endian int64
 bytes), which the controller takes without a Python object per field (`Entries.read`: 2-2.4x
-faster from 16 entries); smaller groups, and rows that a column cannot hold, travel as rows. Taking a group costs the same whatever its
-size, so a mesh of many busy actors does not make the controller pay per message handled;
-entries become `MessageRecord`s (or table rows) only when asked for, and a malformed entry is
-skipped then.
+faster from 16 entries); smaller groups, and rows that a column cannot hold, travel as rows.
+Taking a group costs the same whatever its size, so a mesh of many busy actors does not make the
+controller pay per message handled; entries become `MessageRecord`s (or table rows) only when
+asked for, and a malformed entry is skipped then.
 
 A handler is *stalled* once it has run longer than a threshold (`check_stalls`, called about
 once a second by the controller): a ``stalled`` event the first time, a ``resumed`` event when
@@ -184,7 +184,6 @@ class Entries:
 
     @classmethod
     def _read_columns(cls, columns: dict[Any, Any]) -> tuple[Entries, int]:
-        empty = cls((), (), array("q"), array("q"), (), array("q"))
         try:
             methods, senders, outcomes = columns["m"], columns["s"], columns["o"]
             n = len(methods)
@@ -201,7 +200,8 @@ class Entries:
                     and _only(str, outcomes)):
                 raise ValueError("columns")
         except (KeyError, TypeError, ValueError):
-            return empty, max(_column_length(columns), 1)
+            return (cls((), (), array("q"), array("q"), (), array("q")),
+                    max(_column_length(columns), 1))
         starts, ends, nbytes, sents = numbers
         return cls(tuple(map(sys.intern, methods)), tuple(map(sys.intern, map(str, senders))),
                    starts, ends, tuple(map(sys.intern, outcomes)), nbytes, sents), 0

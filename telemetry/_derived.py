@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+WEIGHT_FIELDS = {"weight_version": "version", "weight_bytes": "bytes", "weight_reads": "reads"}
+ENGINE_FIELDS = {"tensor_engine_ops": "ops", "tensor_engine_batches": "batches",
+                 "tensor_engine_tensors": "tensors"}
+METRICS = frozenset(WEIGHT_FIELDS) | frozenset(ENGINE_FIELDS)
+"""The metrics `weights` and `tensor_engines` read (a history reads only these)."""
+
 
 def weights(points: Any) -> list[dict[str, Any]]:
     """The state dicts of `monarch.weights`: key, newest version, its bytes, reads so far."""
     found: dict[str, dict[str, Any]] = {}
-    names = {"weight_version": "version", "weight_bytes": "bytes", "weight_reads": "reads"}
     for point in points:
-        field = names.get(point.name)
+        field = WEIGHT_FIELDS.get(point.name)
         if field is not None and "key" in point.labels:
             entry = found.setdefault(point.labels["key"], {"key": point.labels["key"],
                                                            "version": 0, "bytes": 0,
@@ -26,10 +31,8 @@ def tensor_engines(points: Any) -> list[dict[str, Any]]:
     """The tensor engines (one per proc mesh that ran tensor ops): the workers' actor mesh,
     ops and batches sent, remote tensors alive (summed over the processes that drive it)."""
     found: dict[str, dict[str, Any]] = {}
-    names = {"tensor_engine_ops": "ops", "tensor_engine_batches": "batches",
-             "tensor_engine_tensors": "tensors"}
     for point in points:
-        field = names.get(point.name)
+        field = ENGINE_FIELDS.get(point.name)
         if field is not None and "mesh_id" in point.labels:
             mesh = point.labels["mesh_id"]
             entry = found.setdefault(mesh, {"mesh": mesh, "ops": 0, "batches": 0,

@@ -18,6 +18,8 @@ from ._records import MetricPoint
 STATE_NAMES = {0: "starting", 1: "healthy", 2: "failed", 3: "stopped"}
 _FIELDS = {"service_replica_state": "state", "service_replica_outstanding": "outstanding",
            "service_routed": "routed"}
+METRICS = frozenset(_FIELDS) | {"service_retried"}
+"""The metrics `services` reads (a history reads only these)."""
 
 
 def services(points: Iterable[MetricPoint]) -> list[dict[str, Any]]:

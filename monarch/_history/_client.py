@@ -10,15 +10,14 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from ..telemetry import _derived, _services
 from ..telemetry._derived import tensor_engines, weights
 from ..telemetry._services import annotate, services
 from ._runs import History
 
-DERIVED_METRICS = ("weight_version", "weight_bytes", "weight_reads", "tensor_engine_ops",
-                   "tensor_engine_batches", "tensor_engine_tensors", "service_replica_state",
-                   "service_replica_outstanding", "service_routed", "service_retried")
+DERIVED_METRICS = tuple(sorted(_derived.METRICS | _services.METRICS))
 """The metrics a finished job's topology derives its weights, tensor engines and services
-from."""
+from (what those views read, named where they read it)."""
 from .._client._admin import AdminError
 
 
