@@ -17,8 +17,9 @@ reaches it through its admin API as `monarch top` does, and:
    again: the difference is what the console's polling costs it;
 3. prints one JSON line per size: topology refreshes shown per second (target >= 2), key
    latency (from the key queued until the cursor moved: p50 and max, ms; target p50 <= 100,
-   max <= 300), the controller's CPU in % of one core with and without the console, and the
-   console process's own CPU.
+   max <= 300), the controller's CPU in % of one core with and without the console, the
+   console process's own CPU, and the topology's size on the wire, whole and changed-since
+   one poll (kB).
 
 Figures, never assertions: the machine is shared and noisy. Each job is stopped at the end of
 its size (nothing is left running).
@@ -175,6 +176,17 @@ async def measure_console(client: Any, pid: int, seconds: float,
             "console_full_gc_max_ms": round(max(pauses), 1) if pauses else 0.0}
 
 
+def topology_sizes(client: Any, refresh: float) -> dict[str, Any]:
+    """The topology's bytes on the wire: whole, and what changed over one poll's interval
+    (what the console gets each poll: `AdminClient.topology(since=...)`)."""
+    whole = client._request("GET", "/v1/topology")[1]
+    time.sleep(refresh)
+    version = json.loads(whole)["version"]
+    since = client._request("GET", f"/v1/topology?since={version}")[1]
+    return {"topology_kb_whole": round(len(whole) / 1024, 1),
+            "topology_kb_since": round(len(since) / 1024, 1)}
+
+
 def measure(actors: int, seconds: float, refresh: float,
             profile: Path | None = None) -> dict[str, Any]:
     job = Job(actors)
@@ -192,6 +204,7 @@ def measure(actors: int, seconds: float, refresh: float,
         row.update(asyncio.run(measure_console(job.client, job.proc.pid, seconds, refresh)))
         if spy is not None:
             spy.wait(timeout=60)
+        row.update(topology_sizes(job.client, refresh))
         row["console_cost_controller_pct"] = round(
             row["controller_cpu_pct_with_console"] - row["controller_cpu_pct_without_console"], 1)
         return row

@@ -16,6 +16,7 @@ a little after its stamp) and lines already seen are dropped.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import threading
 import time
 from collections import deque
@@ -35,7 +36,9 @@ class Client(Protocol):
 
     def job(self) -> dict[str, Any]: ...
 
-    def topology(self) -> dict[str, Any]: ...
+    def topology(self) -> dict[str, Any]:
+        """The whole topology (`AdminClient.topology` also takes `since`, the last one: the
+        feed then gets only what changed, see `monarch.telemetry._topology_delta`)."""
 
     def spans(self, trace_id: str | None = None, mesh: str | None = None,
               limit: int = 200) -> list[dict[str, Any]]: ...
@@ -83,6 +86,8 @@ class Feed:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._since = "since" in inspect.signature(client.topology).parameters
+        self._topology: dict[str, Any] | None = None  # the last one polled (poll thread only)
         self.focus: tuple[str, int] | None = None
         """(mesh id, rank) of the actor whose detail each poll also fetches (set by the app)."""
         self._stats = {"polls": 0, "poll_errors": 0, "last_poll_ms": 0.0, "logs_received": 0,
@@ -131,7 +136,7 @@ class Feed:
         """One poll of everything the screen shows (errors are reported in the snapshot)."""
         started = time.perf_counter()
         calls: dict[str, Callable[[], Any]] = {
-            "job": self.client.job, "topology": self.client.topology,
+            "job": self.client.job, "topology": self._poll_topology,
             "sessions": self.client.sessions, "spans": lambda: self.client.spans(limit=200),
             "transfers": lambda: self.client.transfers(window=10.0)}
         focus, actor = self.focus, getattr(self.client, "actor", None)
@@ -158,6 +163,13 @@ class Feed:
             self._stats["poll_errors"] += bool(errors)
             self._stats["last_poll_ms"] = (time.perf_counter() - started) * 1000
         return snap
+
+    def _poll_topology(self) -> dict[str, Any]:
+        """The topology; from a client that can, only what changed since the last poll."""
+        if not self._since:
+            return self.client.topology()
+        self._topology = self.client.topology(since=self._topology)  # type: ignore[call-arg]
+        return self._topology
 
     def _poll_loop(self) -> None:
         while not self._stopped.is_set():

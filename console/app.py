@@ -154,6 +154,7 @@ class MonarchTop(App[None]):
         """(action, result or error text) of every action, oldest first."""
         self._ticks: deque[_Tick] = deque(maxlen=3000)  # the last 5 minutes of ticks
         self._last_tick = 0.0
+        self._tree_stale = False  # a snapshot came while a view hid the tree
         self._log_rendered = (0.0, -1, "")
         self._error: str | None = None
         self._seen_sessions: set[Any] = set()
@@ -207,6 +208,8 @@ class MonarchTop(App[None]):
         snap = self.feed.take()
         if snap is not None:
             self.apply(snap)
+        elif self._tree_stale and len(self.screen_stack) <= 1:
+            self._render_tree()
         self.logs.extend(self.feed.take_logs())
         rendered = self._render_logs()
         self._ticks.append(_Tick(started, lag, snap is not None, rendered))
@@ -228,7 +231,10 @@ class MonarchTop(App[None]):
         self.snapshot = snap
         self.rates.update(snap.taken_at or time.monotonic(), model.actor_counters(snap))
         self._refresh_marked()
-        self._render_tree()
+        if len(self.screen_stack) <= 1:
+            self._render_tree()
+        else:  # hidden under a view: rebuilt when it shows again (a thousand rows a poll)
+            self._tree_stale = True
         self.span_pane.show(snap.spans)
         self.throughput_pane.show(snap.transfers)
         self._announce_sessions(snap.sessions)
@@ -236,6 +242,7 @@ class MonarchTop(App[None]):
             self.screen.show()
 
     def _render_tree(self) -> None:
+        self._tree_stale = False
         rows = model.build_rows(self.snapshot, self.expanded, self.rates.rates, self.marked)
         self.mesh_tree.show(rows)
         self._render_detail()

@@ -118,7 +118,7 @@ ROOMS: dict[str, set[str]] = {
               "_tensor", "_workspace"},
     "_proc": {"config", "telemetry", "_wire", "_geometry", "_runtime", "_host", "_actors",
               "_mesh", "_workspace"},
-    "_client": {"config", "_geometry", "_runtime"},
+    "_client": {"config", "telemetry", "_geometry", "_runtime"},
     "_history": {"config", "telemetry", "_wire", "_runtime", "_client"},
     "_controller": {"config", "telemetry", "_wire", "_geometry", "_runtime", "_host", "_rdma",
                     "_actors", "_mesh", "_history"},

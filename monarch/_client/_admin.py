@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._runtime._pids import pid_alive, this_host
+from ..telemetry import _topology_delta
 from .._runtime._rundir import DISCOVERY, run_root_path
 
 DEFAULT_TIMEOUT = 30.0
@@ -237,13 +238,27 @@ class AdminClient:
         counts (hosts, procs, procs_live, meshes, actors, failures)."""
         return self._get("/v1/job")
 
-    def topology(self) -> dict[str, Any]:
+    def topology(self, since: dict[str, Any] | None = None) -> dict[str, Any]:
         """`{"hosts": [{id, hostname, procs: [...]}], "meshes": [{..., actors: [...]}],
-        "failures": [...], "services": [...]}` with state, pid and counters; a service is
-        {name, router, router_proc, state, replicas: [{replica, generation, mesh, state,
-        outstanding, routed}], replaced: [...], healthy, load, retried}, and a mesh that is a replica
-        carries `service` (name, replica, generation, state, outstanding, routed, current)."""
-        return self._get("/v1/topology")
+        "failures": [...], "services": [...], "version": ...}` with state, pid and counters; a
+        service is {name, router, router_proc, state, replicas: [{replica, generation, mesh,
+        state, outstanding, routed}], replaced: [...], healthy, load, retried}, and a mesh that
+        is a replica carries `service` (name, replica, generation, state, outstanding, routed,
+        current).
+
+        Args:
+            since: a topology this method returned before (a poller's last one): the job then
+                sends only what changed since, and the answer is put together from it, sharing
+                the parts that did not change (change neither). The same topology either way.
+        """
+        version = since.get("version") if since else None
+        answer = self._get("/v1/topology", since=version)
+        if since is None or "since" not in answer:
+            return answer
+        try:
+            return _topology_delta.apply(answer, since)
+        except _topology_delta.DeltaError:  # `since` was changed: the whole topology again
+            return self._get("/v1/topology")
 
     def logs(self, mesh: str | None = None, rank: int | None = None, text: str | None = None,
              since_hlc: int | None = None, limit: int = 500) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import telemetry
+from ..telemetry import _topology_delta
 from .._wire._switch import on_off
 from . import _admin_views as views
 from ._admin_actions import Actions, BadRequest, NotFound
@@ -110,6 +111,7 @@ class AdminApi:
         self.job = job
         self.store: telemetry.Store = job.store
         self.actions = Actions(job)
+        self.versions = _topology_delta.Versions()
         self._address = address
         self.routes: dict[tuple[str, str], Callable[[Params], Any]] = {
             ("GET", "/v1"): self.index,
@@ -154,7 +156,9 @@ class AdminApi:
                 "top": views.top_line(self.store), "state": "running"}
 
     def topology(self, p: Params) -> dict[str, Any]:
-        return views.topology(self.snapshot(), self.store)
+        """The whole topology, or what changed since the version `since` (`_topology_delta`)."""
+        return self.versions.answer(views.topology(self.snapshot(), self.store),
+                                    p.text("since"))
 
     def logs(self, p: Params) -> list[dict[str, Any]]:
         records = self.store.logs(mesh=self._mesh_name(p.text("mesh")), rank=p.integer("rank"),
@@ -236,7 +240,8 @@ class AdminApi:
 
         def one(name: str) -> Any:
             if name == "actors":
-                return tables.actors(views.actor_rows(self.topology(p)))
+                return tables.actors(views.actor_rows(
+                    views.topology(self.snapshot(), self.store)))
             return tables.store_tables(self.store, [name])[name]
 
         sources: dict[str, Any] = {name: (lambda n=name: one(n)) for name in tables.TABLES}
@@ -293,7 +298,7 @@ class AdminApi:
         """One actor: its topology entry, its flight recorder (the last messages it handled)
         and its status events."""
         mesh, rank = p.text("mesh", required=True), p.integer("rank", required=True)
-        topo = self.topology(p)
+        topo = views.topology(self.snapshot(), self.store, only=mesh)
         found = [(m, a) for m in topo["meshes"] if mesh in (m["mesh"], m["name"])
                  for a in m["actors"] if a["rank"] == rank]
         if not found:

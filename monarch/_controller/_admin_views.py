@@ -54,8 +54,10 @@ def _mesh_copy(m: Any) -> dict[str, Any]:
 
 # -- topology ---------------------------------------------------------------------------------
 
-def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
-    """Hosts → procs (with counters) and meshes → actors (with counters and failures)."""
+def topology(snap: dict[str, Any], store: telemetry.Store,
+             only: str | None = None) -> dict[str, Any]:
+    """Hosts → procs (with counters) and meshes → actors (with counters and failures); with
+    `only` (a mesh's id or name), only that mesh (one actor's detail, polled beside)."""
     points = store.metrics(by_process=True)
     index = MetricIndex(points)
     procs = [snap["controller"], *snap["procs"]]
@@ -65,7 +67,8 @@ def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
                 snap["controller"]["meshes"].append(mesh["mesh"])
     proc_states = {p["proc"]: p["state"] for p in procs}
     live = Live(store.actor_statuses(), float(snap.get("stall_s", DEFAULT_STALL_S)))
-    meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]]
+    meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]
+              if only is None or only in (m["mesh"], m["name"])]
     found = _services.services(points)
     _services.annotate(meshes, found)
     return {"hosts": _hosts(procs, index, snap["proc_extents"]), "meshes": meshes,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -45,6 +46,38 @@ def test_topology_lists_hosts_procs_meshes_and_actors_with_counters(admin, echo,
         assert proc["pid"] > 0 and proc["state"] == "running"
         assert view["mesh"] in proc["meshes"] and proc["counters"]["messages"] >= 1
         assert proc["point"] == {"gpus": proc["rank"]}
+
+
+def test_topology_since_the_last_poll_sends_what_changed(admin, echo):
+    """A poller passes its last topology: the job sends the changes, the client rebuilds the
+    same topology a whole request gets, and the parts that did not change are shared."""
+    first = admin.topology()
+    before = next(a["messages"] for a in mesh_view(admin, "echo")["actors"] if a["rank"] == 2)
+    echo.slice(gpus=2).ping.call(1).get(timeout=30)
+
+    def pinged():
+        now = admin.topology(since=first)
+        view = next(m for m in now["meshes"] if m["name"] == "echo")
+        return view["actors"][2]["messages"] > before and now
+
+    now = wait_until(pinged)
+    assert now["version"] != first["version"]
+    raw = admin._get("/v1/topology", since=now["version"])
+    assert raw["since"] == now["version"]
+    echo_raw = next(m for m in raw["meshes"] if m["mesh"] == echo_id(now))
+    assert echo_raw.get("same") or "actors" not in echo_raw
+    assert len(json.dumps(raw)) < len(json.dumps(now))
+
+    def same_as_whole():
+        since, whole = admin.topology(since=admin.topology()), admin.topology()
+        strip = lambda t: {k: v for k, v in t.items() if k != "version"}
+        return strip(since) == strip(whole)
+
+    wait_until(same_as_whole)
+
+
+def echo_id(topo):
+    return next(m["mesh"] for m in topo["meshes"] if m["name"] == "echo")
 
 
 def test_job_info(admin, job, echo):

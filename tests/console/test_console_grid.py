@@ -202,3 +202,25 @@ async def test_v_needs_an_actor_mesh_and_the_grid_follows_the_selected_actor():
         await pilot.press("m")  # state → queue
         await wait_for(pilot, lambda: "queue (max 0 msgs)" in screen_text(app),
                        what="the queue measure")
+
+
+async def test_the_tree_is_rebuilt_once_the_view_over_it_closes():
+    """Under a view the tree is not rebuilt each poll (a thousand rows); escape shows it as the
+    newest poll has it."""
+    client = FakeClient()
+    app = MonarchTop(client, refresh=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "trainers")
+        await pilot.press("v")
+        await wait_for(pilot, lambda: grid_screen(app), what="the grid")
+        renders = app.mesh_tree.rows_shown
+        extra = {**client.topo["meshes"][1], "mesh": "m3", "name": "critics"}
+        client.topo["meshes"].append(extra)
+        await wait_for(pilot, lambda: any(m["name"] == "critics" for m in
+                                          app.snapshot.topology["meshes"]), what="a poll")
+        await wait_for(pilot, lambda: app._tree_stale, what="the tree marked stale")
+        assert app.mesh_tree.rows_shown is renders
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: any("critics" in r.label
+                                          for r in app.mesh_tree.rows_shown),
+                       what="critics in the tree")
