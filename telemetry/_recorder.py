@@ -176,36 +176,51 @@ class Recorder:
                 + len(self._statuses) + self._message_count)
 
     def due(self, backlog: int) -> bool:
-        """True when what waits should not wait for the next bulk shipment: a log line, a
-        failure or transfer record, or at least ``backlog`` spans or flight-recorder entries."""
-        queues = self._queues
-        return bool(self._logs or queues["failure"] or queues["transfer"]
-                    or len(self._site_spans) + len(self._spans) >= backlog
-                    or self._message_count >= backlog)
+        """True when the bulk (spans, flight-recorder entries) should not wait for its next
+        shipment: at least ``backlog`` of either waits."""
+        return (len(self._site_spans) + len(self._spans) >= backlog
+                or self._message_count >= backlog)
 
-    def drain(self, max_items: int = 4096) -> list[Any] | None:
+    def live(self) -> bool:
+        """True when a record people watch live waits: a log line, a failure or a transfer
+        (`drain(live_only=True)` ships them alone)."""
+        queues = self._queues
+        return bool(self._logs or queues["failure"] or queues["transfer"])
+
+    def drain(self, max_items: int = 4096, live_only: bool = False) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
 
         Site spans (at most ``max_items`` more) and their sites ride along, and so do metric
         points (changed series, the invocation metrics of the site spans taken, the drop
-        counters). Returns None when there is nothing to ship. See `monarch.telemetry._batch`
-        for the format.
+        counters). With ``live_only``, only log lines, failures and transfers: a proc that
+        prints a line per call ships its lines at once, and its bulk (spans, metrics, statuses,
+        flight records: a snapshot of every changed series each time) at its own pace.
+        Returns None when there is nothing to ship. See `monarch.telemetry._batch` for the
+        format.
         """
         source, resource = self.source, self.resource
+        spans: list[Any] = []
+        sites: list[Any] = []
+        site_spans: list[Any] = []
+        metrics: list[Any] = []
+        statuses: list[Any] = []
+        messages: list[Any] = []
         with self._drain_lock:
             if self.crash is not None and self._crash_clear:
                 self.crash.turn()  # what the other file held was shipped by the last drain
-            spans = [[*f, source] for f in _take(self._spans, max_items)]
-            sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
+            if not live_only:
+                spans = [[*f, source] for f in _take(self._spans, max_items)]
+                sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
             logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
             self._log_bytes = sum(len(f[4]) for f in self._logs) if self._logs else 0
             self._crash_clear = not (self._logs or self._spans)
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
-            metrics = [p.to_wire() for p in self._collect_metrics(source)]
-            statuses, self._statuses = list(self._statuses.values()), {}
-            messages = _take(self._messages, max_items)
-            self._message_count -= sum(len(g[4]) for g in messages)
+            if not live_only:
+                metrics = [p.to_wire() for p in self._collect_metrics(source)]
+                statuses, self._statuses = list(self._statuses.values()), {}
+                messages = _take(self._messages, max_items)
+                self._message_count -= sum(len(g[4]) for g in messages)
         messages = [[*g[:4], pack_columns(g[4])] for g in messages]
         if not (spans or site_spans or logs or transfers or failures or metrics or statuses
                 or messages):
@@ -213,9 +228,9 @@ class Recorder:
         return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
                 site_spans, statuses, messages]
 
-    def drain_bytes(self, max_items: int = 4096) -> bytes | None:
+    def drain_bytes(self, max_items: int = 4096, live_only: bool = False) -> bytes | None:
         """Like `drain`, encoded with msgpack."""
-        wire = self.drain(max_items)
+        wire = self.drain(max_items, live_only)
         return None if wire is None else encode_batch(wire)
 
     def after_fork(self) -> None:

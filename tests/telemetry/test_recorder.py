@@ -73,24 +73,26 @@ def test_drain_takes_at_most_max_items_per_kind(recorder: Recorder) -> None:
 
 
 def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder, drain) -> None:
-    """Spans wait for the bulk shipment; a log line, a transfer, a failure or a backlog of
-    spans makes the recorder due at once, and a drain clears it."""
+    """Spans wait for the bulk shipment unless a backlog piles up (`due`); a log line, a
+    transfer or a failure is `live` at once, and a drain clears either."""
     for i in range(3):
         start_span(f"s{i}").end()
-    assert not recorder.due(backlog=4)
+    assert not recorder.due(backlog=4) and not recorder.live()
     start_span("s3").end()
-    assert recorder.due(backlog=4)  # the backlog
+    assert recorder.due(backlog=4) and not recorder.live()  # the backlog
     drain(recorder)
     assert not recorder.due(backlog=4)
     StreamTee(_Sink(), "stdout", recorder).write("hello\n")
-    assert recorder.due(backlog=4)
+    assert recorder.live() and not recorder.due(backlog=4)
     drain(recorder)
+    assert not recorder.live()
     record_transfer(1024, 0.5, "proc-a", "proc-b", "shm", mesh="trainer")
-    assert recorder.due(backlog=4)
+    assert recorder.live()
     drain(recorder)
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom"))
-    assert recorder.due(backlog=4)
+    assert recorder.live()
     drain(recorder)
+    assert not recorder.live()
     entry = ("step", "root", 1, 2, "ok", 0)
     recorder.add_message_group(message_group("a0", "trainer", 0, [entry] * 3))
     assert not recorder.due(backlog=4)
@@ -98,6 +100,28 @@ def test_due_when_what_waits_is_watched_live_or_a_backlog(recorder: Recorder, dr
     assert recorder.due(backlog=4)  # flight-recorder entries pile up too
     drain(recorder)
     assert not recorder.due(backlog=4)
+
+
+def test_a_live_drain_takes_lines_failures_and_transfers_and_leaves_the_bulk(
+        recorder: Recorder) -> None:
+    """A proc printing a line per call ships its lines at once, and its spans, metrics,
+    statuses and flight records with the next full drain: nothing is taken twice or lost."""
+    start_span("work").end()
+    recorder.metrics.inc(("messages_handled", "step"))
+    recorder.add_message_group(message_group("a0", "trainer", 0, [("step", "root", 1, 2,
+                                                                   "ok", 0)]))
+    StreamTee(_Sink(), "stdout", recorder).write("hello\n")
+    recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom"))
+    live = recorder.drain(live_only=True)
+    assert live is not None
+    _, _, spans, logs, metrics, transfers, failures, sites, site_spans, statuses, groups = live
+    assert [x[4] for x in logs] == ["hello"] and len(failures) == 1
+    assert spans == metrics == sites == site_spans == statuses == groups == []
+    assert recorder.drain(live_only=True) is None  # nothing live is left
+    rest = recorder.drain()
+    assert rest is not None and not rest[3] and not rest[6]  # the lines went once
+    assert [s[3] for s in rest[2]] == ["work"] and len(rest[10]) == 1
+    assert any(m[0] == "messages_handled" for m in rest[4])
 
 
 def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder, drain) -> None:
