@@ -219,8 +219,8 @@ def actor_sampler(runtime: Any, recorder: Any,
 
     A full sample goes with each bulk shipment (`BULK_S`); a look in between (``full=False``)
     takes only what cannot wait for it: the steps of an actor's life, and the flight records
-    of an actor that has half its recorder's entries new (it would lose some by the next
-    full sample). A sample per look cost a busy proc of 16 actors 16 statuses ten times a
+    of an actor with `EARLY_ENTRIES` new (a busy one: its recorder would lose some by the
+    next full sample). A sample per look cost a busy proc of 16 actors 16 statuses ten times a
     second, and the controller a group per actor and look."""
     last_depth: dict[str, int] = {}
     last_status: dict[str, tuple[Any, ...]] = {}
@@ -258,9 +258,11 @@ def actor_sampler(runtime: Any, recorder: Any,
     return sample
 
 
-EARLY_ENTRIES = 32
-"""New flight-recorder entries (half of `_actors._slots.RECENT`) that an actor's records are
-taken at a look between two full samples."""
+EARLY_ENTRIES = 8
+"""New flight-recorder entries that have an actor's records taken at a look between two full
+samples: an actor that busy takes as many at each look as before (its recorder keeps 64,
+`_actors._slots.RECENT`, and loses the oldest past that); one among a thousand, with one or two
+a look, ships them with the bulk."""
 
 
 def actor_status(slot: Any, source: str, events: tuple = ()) -> telemetry.ActorStatus:

@@ -43,7 +43,7 @@ def test_a_look_between_bulk_shipments_takes_only_what_cannot_wait() -> None:
     assert taken(recorder) == (["a", "b", "c"], 0)  # the first statuses
     handle(a, 3)
     a.running = {1: ("step", 5, "root", None, 0)}  # a status that changed: it waits too
-    handle(b, EARLY_ENTRIES)  # half its recorder: it would lose entries by the next full one
+    handle(b, EARLY_ENTRIES)  # a busy actor: its recorder would lose entries by the next full one
     c.lifecycle.append(("stopping", 1))
     assert sample(full=False) is True  # a and b handled messages
     assert taken(recorder) == (["c"], EARLY_ENTRIES)  # a's 3 entries and status wait
