@@ -25,6 +25,12 @@ SHIP_S = 0.1
 people watch live (log lines, failures, transfers: those alone) or a backlog of `BACKLOG`
 records..."""
 
+LIVE_S = 0.25
+"""...but no sooner than this after the last shipment: a line after a quiet spell leaves at the
+next look, a stream of them four times a second (what the console's log poll reads; each
+shipment costs both sides a fixed ~0.5 ms, which at 1,024 actors printing a line per call was
+a quarter of the round, at ten shipments a second per proc)..."""
+
 BULK_S = 0.5
 """...and everything else (spans, metrics, actor statuses, flight records) this often, not
 with each live shipment (a proc printing a line per call shipped a snapshot of its changed
@@ -75,6 +81,23 @@ class Looks:
         return self.chain
 
 
+class Pace:
+    """When a process's next shipments are due: the bulk every `BULK_S` after the last bulk
+    one, live records (alone) once `LIVE_S` has passed since the last shipment of any kind.
+    Only the loop thread changes it (`ship_telemetry` from another thread may set `bulk_at`
+    too: a shipment a little early or late, nothing lost)."""
+
+    def __init__(self, now: float) -> None:
+        self.bulk_at = now
+        self.sent_at = 0.0  # a first line goes at the first look
+
+    def bulk_due(self, now: float) -> bool:
+        return now - self.bulk_at >= BULK_S
+
+    def live_due(self, now: float) -> bool:
+        return now - self.sent_at >= LIVE_S
+
+
 def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
                   ingest: Callable[[Any], object] | None, capture: bool,
                   passthrough: bool = True) -> None:
@@ -104,7 +127,7 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
             print(f"monarch: no crash files for {identity.name}: {exc}", file=sys.stderr)
     sample = actor_sampler(runtime, recorder, queue_depth=enabled)
 
-    shipped_at = [time.monotonic()]
+    pace = Pace(time.monotonic())
 
     def ship() -> None:
         sample()
@@ -112,7 +135,7 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
 
     def send(live_only: bool = False) -> None:
         if not live_only:
-            shipped_at[0] = time.monotonic()
+            pace.bulk_at = time.monotonic()
         if ingest is not None:  # the controller's own records: no need to encode them
             wire = recorder.drain(live_only=live_only)
             if wire is not None:
@@ -120,6 +143,7 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
         else:
             batch = recorder.drain_bytes(live_only=live_only)
             if batch and ship_to is not None and ship_to not in runtime.dead:
+                pace.sent_at = time.monotonic()
                 try:
                     runtime.outbox.send(ship_to, Telemetry(identity.name, batch), block=False)
                 except PeerGone:
@@ -130,12 +154,13 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     def tick(chain: int) -> None:
         if chain != looks.chain or runtime._closing:
             return  # a live record started a new chain (`wake`)
-        bulk = time.monotonic() - shipped_at[0] >= BULK_S
+        now = time.monotonic()
+        bulk = pace.bulk_due(now)
         busy = sample(full=bulk)
         idle = not busy and recorder.pending() == 0
         if bulk or recorder.due(BACKLOG):
             send()
-        elif recorder.live():
+        elif recorder.live() and pace.live_due(now):
             send(live_only=True)
         wait = looks.after(idle)
         if wait > SHIP_S:

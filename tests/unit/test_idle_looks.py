@@ -4,7 +4,7 @@ most of it looking 10 times a second at nothing), `Recorder.on_live` wakes them.
 
 from __future__ import annotations
 
-from monarch._runtime._instrument import IDLE_TICK_S, SHIP_S, Looks
+from monarch._runtime._instrument import BULK_S, IDLE_TICK_S, LIVE_S, SHIP_S, Looks, Pace
 from telemetry._records import TransferRecord
 from telemetry._recorder import Recorder
 
@@ -53,3 +53,17 @@ def test_spans_do_not_wake_the_looks() -> None:
     calls = _woken(recorder)
     recorder.add_site_span((0, 1, 2, 0, 0, None, 1, "ok"))
     assert calls == [] and recorder.pending() == 1
+
+
+def test_a_stream_of_lines_ships_four_times_a_second_and_a_lone_line_at_once() -> None:
+    """Live records leave at the next look after a quiet spell, and no sooner than `LIVE_S`
+    after the last shipment while they keep coming (each shipment costs both sides a fixed
+    ~0.5 ms); the bulk leaves every `BULK_S`."""
+    pace = Pace(now=100.0)
+    assert pace.live_due(100.1)  # nothing shipped yet: a first line goes at once
+    pace.sent_at = 100.1
+    assert not pace.live_due(100.2) and not pace.live_due(100.3)
+    assert pace.live_due(100.1 + LIVE_S)
+    assert not pace.bulk_due(100.0 + BULK_S - 0.01) and pace.bulk_due(100.0 + BULK_S)
+    pace.sent_at = pace.bulk_at = 101.0  # a bulk shipment carries the lines too
+    assert not pace.live_due(101.1) and pace.live_due(105.0)
