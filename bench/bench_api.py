@@ -924,6 +924,32 @@ def bench_scale1k(rig: Rig) -> dict[str, float]:
     return rows
 
 
+@bench("scale1k_hosts", big=True)
+def bench_scale1k_hosts(rig: Rig) -> dict[str, float]:
+    """1,024 actors over 16 hosts: a `ProcessJob` of 16 host processes x 4 procs x 16 meshes
+    (issue 33's second shape): spawn to every first answer, a round, broadcasts and the
+    controller's CPU, as `scale1k` measures them on one host."""
+    from monarch.job import ProcessJob
+
+    start = time.perf_counter()
+    job = ProcessJob({"hosts": 16})
+    try:
+        procs = job.state(cached_path=None).hosts.spawn_procs(per_host={"gpus": 4})
+        try:
+            meshes = [procs.spawn(f"h{i}", BenchActor) for i in range(16)]
+            for mesh in meshes:
+                mesh.noop.call().get(timeout=CALL_TIMEOUT_S * 4)
+            rows = {"spawn_16hosts_64procs_16meshes_first_answer_s":
+                    time.perf_counter() - start}
+            for key, value in _scale_rows(rig, _Group(meshes), 1024).items():
+                rows[key.replace("1024actors", "1024actors_16hosts")] = value
+            return rows
+        finally:
+            procs.stop().get(timeout=120)
+    finally:
+        job.kill()
+
+
 def _death_at_scale(meshes: list[Any], pids: list[int]) -> dict[str, float]:
     """SIGKILL one of the 64 procs under 1,024 actors: ms to a call's error on the mesh that
     ran there, and to the client's fault hook (the owner's supervision of its meshes)."""

@@ -92,6 +92,9 @@ TARGETS: dict[str, Target | AllOf] = {
     "death_to_error_ms_1024actors": Target("ours<=", 1000),
     "death_to_fault_hook_ms_1024actors": Target("ours<=", 1000),
     "idle_64procs_cpu_pct_of_a_core": Target("ratio<=", 1.0),
+    "spawn_16hosts_64procs_16meshes_first_answer_s": Target("ratio<=", 0.3),  # scale1k_hosts
+    "call_1024actors_16hosts_p50_us": Target("ratio<=", 0.3),
+    "broadcast_1024actors_16hosts_casts_per_s": RATE,
     "rdma_read_256MiB_GBps": Target("ours>=", 3.0),
     "growth_4to64_call_p50_x": NO_STEEPER,
     "growth_4to64_broadcast_slowdown_x": NO_STEEPER,

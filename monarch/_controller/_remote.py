@@ -165,6 +165,8 @@ class Workers:
                 continue
             if resumed:
                 record.heard = max(record.heard, now)
+                self.runtime.notify(record.address, "heartbeat",
+                                    {"controller": self.runtime.address})
             elif now - record.heard > SILENCE_S:
                 record.lost = True
                 self.job.supervisor.lost_host(

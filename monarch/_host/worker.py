@@ -235,9 +235,11 @@ class Worker:
                 link.heard = max(link.heard, now)
             elif now - link.heard > SILENCE_S:
                 self.release(link, "the controller fell silent")
-            else:
-                self.runtime.notify(link.address, "worker_heartbeat",
-                                    {"worker": self.runtime.address})
+                continue
+            # a late tick still beats: this worker is alive now (skipping it left a worker
+            # starved of CPU silent for its controller, tick after late tick)
+            self.runtime.notify(link.address, "worker_heartbeat",
+                                {"worker": self.runtime.address})
         if not self.runtime._closing:
             self.runtime.call_later(HEARTBEAT_S, self.tick)
 
