@@ -820,8 +820,19 @@ class _Group:
 
 def _scale_rows(rig: Rig, group: _Group, actors: int) -> dict[str, float]:
     """call p50, casts per second and controller CPU seconds per 1,000 casts on `actors`."""
+    suffix = f"{actors}actors"
+    return {**_call_rows(rig, group, suffix), **_burst_rows(rig, group, suffix)}
+
+
+def _call_rows(rig: Rig, group: _Group, suffix: str) -> dict[str, float]:
+    """The p50 of a round: one `call` to each mesh of `group`, every answer in."""
     timed_loop(group.call, rig.n(50, 10), rig.budget_s)
     times = timed_loop(group.call, rig.n(300, 50), rig.budget_s)
+    return {f"call_{suffix}_p50_us": statistics.median(times) * 1e6}
+
+
+def _burst_rows(rig: Rig, group: _Group, suffix: str) -> dict[str, float]:
+    """Broadcast rounds per second and the controller's CPU seconds per 1,000 of them."""
     n = rig.n(1000, 200)
 
     def burst() -> None:
@@ -837,9 +848,8 @@ def _scale_rows(rig: Rig, group: _Group, actors: int) -> dict[str, float]:
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
     return {
-        f"call_{actors}actors_p50_us": statistics.median(times) * 1e6,
-        f"broadcast_{actors}actors_casts_per_s": n / statistics.median(walls),
-        f"controller_cpu_s_per_1k_casts_{actors}actors": statistics.median(cpus) / n * 1000,
+        f"broadcast_{suffix}_casts_per_s": n / statistics.median(walls),
+        f"controller_cpu_s_per_1k_casts_{suffix}": statistics.median(cpus) / n * 1000,
     }
 
 
@@ -941,8 +951,11 @@ def bench_scale1k_hosts(rig: Rig) -> dict[str, float]:
                 mesh.noop.call().get(timeout=CALL_TIMEOUT_S * 4)
             rows = {"spawn_16hosts_64procs_16meshes_first_answer_s":
                     time.perf_counter() - start}
-            for key, value in _scale_rows(rig, _Group(meshes), 1024).items():
-                rows[key.replace("1024actors", "1024actors_16hosts")] = value
+            rows.update(_call_rows(rig, _Group(meshes), "1024actors_16hosts"))
+            try:
+                rows.update(_burst_rows(rig, _Group(meshes), "1024actors_16hosts"))
+            except Exception as exc:  # the rows so far stand; the failure is reported
+                raise PartialRows(rows, exc) from exc
             return rows
         finally:
             procs.stop().get(timeout=120)
@@ -1013,6 +1026,14 @@ class Watchdog:
         os._exit(3)
 
 
+class PartialRows(Exception):
+    """A bench that failed part-way: the rows it measured before, and the error."""
+
+    def __init__(self, rows: dict[str, float], error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.rows = rows
+
+
 def run_one(spec: BenchSpec, rig: Rig, result: dict[str, Any]) -> None:
     if spec.planned:
         log(f"{spec.name}: planned, not written yet; skipped")
@@ -1020,6 +1041,11 @@ def run_one(spec: BenchSpec, rig: Rig, result: dict[str, Any]) -> None:
     start = time.perf_counter()
     try:
         rows = spec.fn(rig)
+    except PartialRows as exc:  # what it measured stands; the failure is an error
+        result.update(exc.rows)
+        result["_errors"][spec.name] = str(exc)
+        log(f"{spec.name}: FAILED after {sorted(exc.rows)}\n{traceback.format_exc()}")
+        return
     except Exception as exc:  # noqa: BLE001 - a failed row must not sink the others
         result["_errors"][spec.name] = f"{type(exc).__name__}: {exc}"
         log(f"{spec.name}: FAILED\n{traceback.format_exc()}")
