@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from .._runtime._future import Future
-from .._host.worker import HEARTBEAT_S, SILENCE_S, OwnGaps
+from .._host.worker import HEARTBEAT_S, SILENCE_S, OwnGaps, Swamped
 from .._wire._messages import ProcExited
 from .._wire._transport import is_private
 
@@ -39,6 +39,7 @@ class Workers:
         self._waiting: list[tuple[set[str], Future[None]]] = []
         self._ticking = False
         self._gaps = OwnGaps()
+        self._swamped = Swamped()
         self.runtime.notice_handlers["worker_attached"] = self._attached
         self.runtime.notice_handlers["worker_heartbeat"] = self._heard
         self.runtime.kind_handlers[ProcExited] = lambda msg, frames: self._exited(msg)
@@ -159,7 +160,8 @@ class Workers:
 
     def _tick(self) -> None:
         now = time.monotonic()
-        resumed = self._gaps.resumed(now)
+        resumed = self._gaps.resumed(now) or self._swamped.postpones(now, any(
+            now - r.heard > SILENCE_S for r in self.hosts.values() if r.hostname and not r.lost))
         for record in self.hosts.values():
             if record.lost or not record.hostname:
                 continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import collections
 import dataclasses
 import json
 import os
@@ -37,6 +38,7 @@ from typing import Any
 
 from .._runtime._future import Future
 from .._runtime._identity import ProcessIdentity, set_current_process
+from .._runtime import _gather
 from .._runtime._process_runtime import ProcessRuntime
 from .._runtime._rundir import claim, ipc_endpoint, release, run_root, sweep_dead
 from .._runtime._instrument import RECOVERED_NOTICE, crash_stem
@@ -82,6 +84,40 @@ class OwnGaps:
         return late
 
 
+class Swamped:
+    """Silence is not judged while this host is swamped (`SWAMPED_PER_CPU` runnable threads
+    per CPU or more): there this process's threads and its zmq thread wait seconds for a CPU,
+    and heartbeats that were sent arrive late (16 hosts under a broadcast burst to 1,024 actors
+    on 2 cores: every host declared lost while all beat every second). Peers then get a fresh
+    window, for at most `SWAMPED_MAX_S` in a row: a peer that is really gone is still found."""
+
+    def __init__(self, load: Any = None) -> None:
+        self.load = load or _gather.host_load
+        self.since: float | None = None
+        self.samples: collections.deque[float] = collections.deque(
+            maxlen=int(SILENCE_S / HEARTBEAT_S))  # one a tick: the load over the window
+
+    def postpones(self, now: float, due: bool) -> bool:
+        """True when a judgement of silence (`due`: some peer is past its window) waits.
+        Call once a tick: it samples the load (runnable threads come and go by the ms, so
+        the window's worst sample counts)."""
+        self.samples.append(self.load.per_cpu())
+        if not due:
+            return False
+        if max(self.samples) < SWAMPED_PER_CPU:
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = now
+        return now - self.since < SWAMPED_MAX_S
+
+
+SWAMPED_PER_CPU = 16.0
+"""Runnable threads per CPU from which a host is too swamped to judge silence."""
+SWAMPED_MAX_S = 30.0
+"""The longest a swamped process postpones judging its peers silent."""
+
+
 @dataclasses.dataclass
 class Controller:
     """One attached controller. Mutated on the worker's loop only."""
@@ -110,6 +146,7 @@ class Worker:
         self._crash_stems: dict[str, tuple[Path, str]] = {}  # proc id -> (crash files, job)
         self.refused = 0  # peers refused so far (reported on stderr)
         self._gaps = OwnGaps()
+        self._swamped = Swamped()
         self.agent = self._make_agent()
         self.agent.start()  # the zygote imports the runtime before it is needed
         runtime.notice_handlers.update({
@@ -229,7 +266,8 @@ class Worker:
     def tick(self) -> None:
         self._report_refusals()
         now = time.monotonic()
-        resumed = self._gaps.resumed(now)
+        resumed = self._gaps.resumed(now) or self._swamped.postpones(
+            now, any(now - link.heard > SILENCE_S for link in self.controllers.values()))
         for link in list(self.controllers.values()):
             if resumed:
                 link.heard = max(link.heard, now)

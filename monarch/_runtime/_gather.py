@@ -50,15 +50,19 @@ class HostLoad:
 
     def busy(self) -> bool:
         """True when more threads are runnable on this host than this process has CPUs."""
+        return self.per_cpu() > 1.0
+
+    def per_cpu(self) -> float:
+        """Threads runnable on this host now per CPU of this process (0 where unknown)."""
         if self._pid != os.getpid():  # first use, or a forked child: its own descriptor
             self._open()
         if self._fd is None:
-            return False
+            return 0.0
         try:
             runnable = int(os.pread(self._fd, 128, 0).split()[3].split(b"/")[0])
         except (OSError, ValueError, IndexError):
-            return False
-        return runnable > self._cpus
+            return 0.0
+        return runnable / max(self._cpus, 1)
 
     def _open(self) -> None:
         self._pid = os.getpid()
