@@ -198,35 +198,36 @@ class Recorder:
         Returns None when there is nothing to ship. See `monarch.telemetry._batch` for the
         format.
         """
-        source, resource = self.source, self.resource
-        spans: list[Any] = []
-        sites: list[Any] = []
-        site_spans: list[Any] = []
-        metrics: list[Any] = []
-        statuses: list[Any] = []
-        messages: list[Any] = []
+        resource = self.resource
         with self._drain_lock:
             if self.crash is not None and self._crash_clear:
                 self.crash.turn()  # what the other file held was shipped by the last drain
-            if not live_only:
-                spans = [[*f, source] for f in _take(self._spans, max_items)]
-                sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
             logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
             self._log_bytes = sum(len(f[4]) for f in self._logs) if self._logs else 0
-            self._crash_clear = not (self._logs or self._spans)
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
-            if not live_only:
-                metrics = [p.to_wire() for p in self._collect_metrics(source)]
-                statuses, self._statuses = list(self._statuses.values()), {}
-                messages = _take(self._messages, max_items)
-                self._message_count -= sum(len(g[4]) for g in messages)
+            spans, sites, site_spans, metrics, statuses, messages = (
+                ([], [], [], [], [], []) if live_only else self._take_bulk(max_items))
+            self._crash_clear = not (self._logs or self._spans)
         messages = [[*g[:4], pack_columns(g[4])] for g in messages]
         if not (spans or site_spans or logs or transfers or failures or metrics or statuses
                 or messages):
             return None
         return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
                 site_spans, statuses, messages]
+
+    def _take_bulk(self, max_items: int) -> tuple[list[Any], ...]:
+        """(spans, sites, site spans, metric points, statuses, message groups) taken for a
+        drain, under `_drain_lock`. The site spans first: taking them counts their invocation
+        metrics, which the metric points then carry."""
+        source = self.source
+        spans = [[*f, source] for f in _take(self._spans, max_items)]
+        sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
+        metrics = [p.to_wire() for p in self._collect_metrics(source)]
+        statuses, self._statuses = list(self._statuses.values()), {}
+        messages = _take(self._messages, max_items)
+        self._message_count -= sum(len(g[4]) for g in messages)
+        return spans, sites, site_spans, metrics, statuses, messages
 
     def drain_bytes(self, max_items: int = 4096, live_only: bool = False) -> bytes | None:
         """Like `drain`, encoded with msgpack."""

@@ -167,8 +167,6 @@ class Workers:
                 continue
             if resumed:
                 record.heard = max(record.heard, now)
-                self.runtime.notify(record.address, "heartbeat",
-                                    {"controller": self.runtime.address})
             elif now - record.heard > SILENCE_S:
                 record.lost = True
                 self.job.supervisor.lost_host(
@@ -178,9 +176,9 @@ class Workers:
                 # lost); a lost worker heard again gets a fresh link for its `lost` notice
                 self.runtime.outbox.forget(record.address)
                 self._forget_lost()
-            else:
-                self.runtime.notify(record.address, "heartbeat",
-                                    {"controller": self.runtime.address})
+                continue
+            # a late tick still beats, as the worker's does
+            self.runtime.notify(record.address, "heartbeat", {"controller": self.runtime.address})
         if not self.runtime._closing:
             self.runtime.call_later(HEARTBEAT_S, self._tick)
 
