@@ -162,7 +162,7 @@ class Workers:
         now = time.monotonic()
         resumed = self._gaps.resumed(now) or self._swamped.postpones(now, any(
             now - r.heard > SILENCE_S for r in self.hosts.values() if r.hostname and not r.lost))
-        for record in self.hosts.values():
+        for record in list(self.hosts.values()):  # `_forget_lost` may delete from it
             if record.lost or not record.hostname:
                 continue
             if resumed:
