@@ -110,3 +110,23 @@ def test_a_swamped_controller_spares_a_silent_host_and_then_judges_it(tmp_path) 
     workers._gaps = OwnGaps()
     Workers._tick(workers)  # type: ignore[arg-type]
     assert record.lost and len(lost) == 1
+
+
+def test_a_tick_that_loses_a_host_past_the_kept_records_survives() -> None:
+    """Losing a host when `KEEP_LOST` lost ones are kept forgets the oldest during the tick's
+    walk over the hosts (it raised "dictionary changed size during iteration")."""
+    from monarch._controller._remote import KEEP_LOST
+
+    runtime = Runtime()
+    hosts = {f"tcp://gone{i}": WorkerRecord(f"tcp://gone{i}", hostname=f"gone{i}", lost=True)
+             for i in range(KEEP_LOST)}
+    silent = WorkerRecord("tcp://host0", hostname="host0", heard=time.monotonic() - 60.0)
+    hosts[silent.address] = silent
+    lost = []
+    workers = SimpleNamespace(
+        runtime=runtime, hosts=hosts, _gaps=OwnGaps(), _tick=None, _swamped=Swamped(),
+        job=SimpleNamespace(supervisor=SimpleNamespace(lost_host=lambda *a: lost.append(a))))
+    workers._forget_lost = lambda: Workers._forget_lost(workers)  # type: ignore[arg-type]
+    Workers._tick(workers)  # type: ignore[arg-type]
+    assert silent.lost and len(lost) == 1
+    assert len(hosts) == KEEP_LOST and "tcp://gone0" not in hosts  # the oldest went
