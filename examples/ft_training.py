@@ -3,7 +3,8 @@
 TorchFT's Lighthouse runs inside an actor. Each replica group is a proc mesh whose actor runs a
 torchft `Manager` and torchft's `DistributedDataParallel`: every step the groups form a quorum
 at the Lighthouse and average their gradients across groups (gloo). The script SIGKILLs a whole
-replica group a few times at random steps; monarch's supervision reports each death at once
+replica group a few times at random steps (each once every group has committed the newest step
+in one quorum: the last replacement has healed); monarch's supervision reports each death at once
 (the root's fault hook), the surviving groups carry on (the quorum shrinks, a step that was in
 flight when the peer died is not committed and is redone), a new group is spawned as a new
 proc mesh, heals from a live peer (torchft sends it the current weights and optimizer state)
@@ -12,7 +13,7 @@ and rejoins the quorum. The loss keeps falling throughout.
 The groups are driven one call after the other each (they meet at every step's quorum, as
 torchft replica groups do); the run trains at least `--steps` steps, and on until every kill
 was made and every replacement has rejoined, then every group stops at the same step. A kill
-always leaves at least one group that has committed steps (the peer to heal from).
+always leaves groups that hold the newest committed state (the peers to heal from).
 
     python examples/ft_training.py [--groups 3] [--steps 60] [--kills 3] [--seed S]
 
@@ -140,6 +141,7 @@ class Group:
         self.ready = False
         self.dead = False
         self.joined: int | None = None  # the first step it committed
+        self.last: dict | None = None  # its newest step's result
 
     @property
     def name(self) -> str:
@@ -174,13 +176,18 @@ class Trainer:
         self.failures.append(f"{failure.name}: {reason}")
         print(f"supervision: {failure.name} failed ({reason})", flush=True)
 
-    async def spawn(self, slot: int, generation: int, lighthouse: str) -> None:
-        """A new replica group (a proc mesh of one proc) in `slot`; then drives it."""
+    def place(self, slot: int, generation: int, lighthouse: str) -> None:
+        """A new replica group in `slot`, counted (as not yet joined) from this moment on, so
+        that the run cannot end before it has rejoined; its task spawns and drives it."""
+        group = self.groups[slot] = Group(slot, generation, None, None)
+        self.tasks.append(asyncio.ensure_future(self.spawn(group, lighthouse)))
+
+    async def spawn(self, group: Group, lighthouse: str) -> None:
+        """Starts `group` (a proc mesh of one proc); then drives it."""
         started = time.time()
-        group = Group(slot, generation, None, None)
         group.procs = this_host().spawn_procs(per_host={"procs": 1})
-        group.actor = group.procs.spawn(group.name, ReplicaGroup, slot, lighthouse, slot)
-        self.groups[slot] = group
+        group.actor = group.procs.spawn(group.name, ReplicaGroup, group.slot, lighthouse,
+                                        group.slot)
         group.pid = await group.actor.pid.call_one()
         self.pids.append(group.pid)
         group.ready = True
@@ -203,8 +210,8 @@ class Trainer:
     async def run(self, lighthouse: str) -> None:
         """Trains until `steps` steps are committed, every kill was made and every replacement
         has rejoined; then every group stops at the same step."""
-        self.tasks = [asyncio.ensure_future(self.spawn(slot, 0, lighthouse))
-                      for slot in range(self.nslots)]
+        for slot in range(self.nslots):
+            self.place(slot, 0, lighthouse)
         while self.step < self.steps or self.kill_at or self.rejoining():
             await self.progress.wait()
             self.progress.clear()
@@ -212,12 +219,24 @@ class Trainer:
                 error = task.exception() if task.done() else None
                 if error is not None:
                     raise error
-            joined = [g for g in self.groups.values() if not g.dead and g.joined is not None]
-            if self.kill_at and self.step >= self.kill_at[0] and len(joined) > 1:
-                self.kill_at.pop(0)  # a live peer stays for the replacement to heal from
-                self.kill(self.rng.choice(joined), lighthouse)
+            if self.kill_at and self.step >= self.kill_at[0] and self.settled():
+                self.kill_at.pop(0)  # live peers stay for the replacement to heal from
+                self.kill(self.rng.choice(list(self.groups.values())), lighthouse)
         self.final = self.step + 2
         await asyncio.gather(*self.tasks)
+
+    def settled(self) -> bool:
+        """True when every slot's group has committed the newest step in one quorum of all.
+
+        A kill waits for it: a kill while a replacement is still healing (or while the
+        survivors are still redoing the step a dead peer broke) could leave only groups that
+        have no committed state to heal from, or a replacement that formed a quorum of its own.
+        """
+        live = [g for g in self.groups.values() if not g.dead]
+        return len(live) == self.nslots and all(
+            g.joined is not None and g.last is not None and g.last["committed"]
+            and g.last["step"] == self.step and g.last["participants"] == len(live)
+            for g in live)
 
     def rejoining(self) -> bool:
         """True while a replacement group has not committed a step yet."""
@@ -228,10 +247,10 @@ class Trainer:
         group.dead = True
         assert group.pid is not None
         os.kill(group.pid, signal.SIGKILL)
-        self.tasks.append(asyncio.ensure_future(
-            self.spawn(group.slot, group.generation + 1, lighthouse)))
+        self.place(group.slot, group.generation + 1, lighthouse)
 
     def record(self, group: Group, result: dict) -> None:
+        group.last = result
         if result["healed_to"] is not None:
             note = f"{group.name}: healed from a live peer at step {result['healed_to']}"
             self.healed.append(note)
