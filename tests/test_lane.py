@@ -406,6 +406,108 @@ def test_a_send_on_a_lane_forgotten_meanwhile_is_peer_gone(ctx, lanes, tmp_path)
         inbox.close()
 
 
+def test_senders_that_find_the_lane_taken_leave_their_messages_to_the_holder(ctx, lanes,
+                                                                            tmp_path):
+    """A sender that finds the link's lock taken does not sleep on it: its message waits in
+    the lane's `incoming`, and the holder writes it (several in one sendmsg), each sender's
+    messages in its order, before the holder's own next one."""
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/taken.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        outbox.send(inbox.address, Notice("first", 0))
+        assert kinds(outbox, inbox.address) == "lane"
+        link = outbox._links[inbox.address]
+        with link.lock:  # the test thread is the holder, busy writing
+            senders = [threading.Thread(target=lambda k=k: [
+                outbox.send(inbox.address, Notice(f"t{k}", i)) for i in range(100)])
+                for k in range(6)]
+            for t in senders:
+                t.start()
+            for t in senders:  # none waits for the lock: each returns with its 100 queued
+                t.join(timeout=20)
+                assert not t.is_alive()
+            assert len(link.lane.incoming) == 600
+        outbox.send(inbox.address, Notice("holder", 1))  # takes the lock, writes them all
+        assert not link.lane.incoming
+        got = pump_until(inbox, 602)
+        assert got[0][0].topic == "first" and got[-1][0].topic == "holder"
+        for k in range(6):
+            assert [m.body for m, _ in got if m.topic == f"t{k}"] == list(range(100))
+        assert inbox.stats.bad_frames == 0
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
+@pytest.mark.parametrize("holder", ["send", "flush"])
+def test_a_message_left_while_the_holder_writes_leaves_before_the_holder_returns(
+        ctx, lanes, tmp_path, holder):
+    """A sender that finds the lock taken returns at once, its message left in `incoming`;
+    the holder (a sender, or the loop's flush) looks again after it lets the lock go."""
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/left.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        outbox.send(inbox.address, Notice("first", 0))
+        lane = outbox._links[inbox.address].lane
+        real, others = lane.put_incoming, []
+
+        def put_while_another_sends() -> None:
+            real()
+            if not others:  # once, while this thread holds the lock
+                other = threading.Thread(
+                    target=lambda: outbox.send(inbox.address, Notice("other", 2)))
+                others.append(other)
+                other.start()
+                other.join(timeout=10)
+                assert not other.is_alive()  # it did not wait for the lock
+                assert len(lane.incoming) == 1
+
+        lane.put_incoming = put_while_another_sends
+        if holder == "send":
+            outbox.send(inbox.address, Notice("holder", 1))
+        else:
+            outbox.backlogged.add(inbox.address)
+            outbox.flush()
+        assert others and not lane.incoming
+        topics = [m.topic for m, _ in pump_until(inbox, 3 if holder == "send" else 2)]
+        assert topics == (["first", "holder", "other"] if holder == "send"
+                          else ["first", "other"])
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
+def test_many_threads_sending_at_once_strand_nothing(ctx, lanes, tmp_path):
+    """Threads racing for one lane: whoever holds the lock writes what the others left, and
+    looks again after it lets go, so every message arrives, each thread's in its order."""
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/race.sock")
+    outbox = Outbox(ctx, secret)
+    threads, each = 16, 400
+    try:
+        got: list = []
+        reader = threading.Thread(target=lambda: got.extend(
+            pump_until(inbox, threads * each, timeout=40)))
+        reader.start()
+        senders = [threading.Thread(target=lambda k=k: [
+            outbox.send(inbox.address, Notice(f"t{k}", [i, "x" * (i % 7)]))
+            for i in range(each)]) for k in range(threads)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join(timeout=30)
+        reader.join(timeout=45)
+        assert len(got) == threads * each
+        for k in range(threads):
+            assert [m.body[0] for m, _ in got if m.topic == f"t{k}"] == list(range(each))
+        assert inbox.stats.bad_frames == 0
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_messages_cut_anywhere_by_the_stream_come_out_whole(ctx, lanes, tmp_path, seed):
     """The stream may split a message at any byte (and join several): the reader keeps what

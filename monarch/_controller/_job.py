@@ -37,7 +37,7 @@ from .._geometry._view import Extent, Point, View
 from ..telemetry._budget import DEFAULT_MB, Budget
 from ..telemetry._recorder import recovered_batch
 from .._wire import _serial
-from .._wire._switch import number
+from .._wire._switch import number, switch
 from .._wire._messages import ERROR, OK, Call, Telemetry
 from ._admin import start_admin
 from . import _admin_views as views
@@ -87,6 +87,7 @@ class Job:
         history_on = history_enabled()
         self.prune_limits = prune_limits()
         metrics_port()  # these are read again as they start; a typo stops the job here
+        switch("MONARCH_PROC_BATCH_SCHED")  # read by each proc (`_proc._main`)
         parse_addr(os.environ.get("MONARCH_ADMIN_ADDR", ""))
         self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.started = time.time()

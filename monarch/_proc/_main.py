@@ -31,7 +31,24 @@ from .._runtime._process_runtime import ProcessRuntime
 from .._geometry._view import View
 from .._wire import _serial
 from .._wire._messages import OK, Call, ProcStarted
+from .._wire._switch import switch
 from .._workspace import _proc as _workspace_proc
+
+
+def _batch_scheduling() -> None:
+    """Puts this proc's threads (those it starts from now on) under SCHED_BATCH, unless the
+    switch MONARCH_PROC_BATCH_SCHED is off: a thread woken by a message then does not preempt
+    the thread running, which holds the GIL the woken one would only wait for (DESIGN.md,
+    "Processes"). The controller refuses a bad value at its start; here one counts as on."""
+    try:
+        on = switch("MONARCH_PROC_BATCH_SCHED")
+    except ValueError:
+        on = True
+    if on and hasattr(os, "sched_setscheduler"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:  # a policy this kernel or container refuses: keep the default
+            pass
 
 
 def run(config: dict[str, Any]) -> int:
@@ -40,6 +57,7 @@ def run(config: dict[str, Any]) -> int:
     _lifeline.die_with_parent(os.getppid(),
                               pdeathsig=settings.get("mesh_bootstrap_enable_pdeathsig", True))
     _adopt_environment(config)
+    _batch_scheduling()
     _workspace_proc.startup_paths()
     identity = ProcessIdentity(job_id=config["job"], secret=config["secret"],
                                run_dir=Path(config["run_dir"]), name=config["proc"],

@@ -294,6 +294,11 @@ def _head(count: int) -> struct.Struct:
     return head
 
 
+_IOV_BATCH = 256
+"""Buffers (headers and parts) one sendmsg of several waiting messages takes at most (the
+kernel's limit, IOV_MAX, is 1,024)."""
+
+
 def _all_bytes(parts: list[Any]) -> bool:
     for part in parts:
         if type(part) is not bytes:
@@ -316,6 +321,9 @@ class Link:
         self.written = 0
         """Bytes ever written to the socket."""
         self.broken = False
+        self.incoming: collections.deque[list[Any]] = collections.deque()
+        """Messages of senders that found the lock taken (`Outbox._send_lane`): the holder
+        writes them, in order, before it lets the lock go (`put_incoming`)."""
 
     @classmethod
     def connect(cls, address: str, secret: bytes) -> Link | None:
@@ -360,6 +368,29 @@ class Link:
         self.queued += total
         self.write()
 
+    def put_incoming(self) -> None:
+        """Puts the messages waiting in `incoming`, in order; runs of messages of bytes with
+        nothing queued before them leave in one sendmsg. Caller holds the lock."""
+        incoming = self.incoming
+        while incoming:
+            if self.backlog or self.broken or len(incoming) == 1:
+                self.put(incoming.popleft())
+                continue
+            bufs: list[Any] = []
+            total = 0
+            while incoming and len(bufs) < _IOV_BATCH and _all_bytes(incoming[0]):
+                parts = incoming.popleft()
+                count = len(parts)
+                head = _HEADS.get(count) or _head(count)
+                sizes = [len(part) for part in parts]
+                bufs.append(head.pack(count, *sizes))
+                bufs += parts
+                total += head.size + sum(sizes)
+            if bufs:
+                self._send_bufs(bufs, total)
+            else:
+                self.put(incoming.popleft())
+
     def _put_now(self, parts: list[bytes]) -> None:
         """`put` of a message of bytes with nothing queued before it (most messages): one
         sendmsg of the header and the parts as they are; what the socket does not take is
@@ -367,8 +398,11 @@ class Link:
         count = len(parts)
         head = _HEADS.get(count) or _head(count)
         sizes = [len(part) for part in parts]
-        bufs = [head.pack(count, *sizes), *parts]
-        total = head.size + sum(sizes)
+        self._send_bufs([head.pack(count, *sizes), *parts], head.size + sum(sizes))
+
+    def _send_bufs(self, bufs: list[Any], total: int) -> None:
+        """One sendmsg of whole messages' `bufs` (`total` bytes), nothing queued before them;
+        what the socket does not take is queued."""
         self.queued += total
         try:
             sent = self.sock.sendmsg(bufs, (), socket.MSG_NOSIGNAL)

@@ -433,16 +433,32 @@ class Outbox:
 
     def _send_lane(self, address: str, link: _Link, lane: _lane.Link, parts: list[Any],
                    block: bool) -> None:
-        with link.lock:
+        """Sends by a lane. The message joins the lane's `incoming` first: a sender that finds
+        the lock taken leaves it there for the holder to write, instead of sleeping on the lock
+        (16 actors of a proc answering at once made a convoy of lock sleeps and wakes); it
+        waits its turn only when the link is full (back-pressure). The holder writes what
+        waits (several messages in one sendmsg) and looks again after it lets the lock go, so
+        nothing a sender left behind is stranded."""
+        lane.incoming.append(parts)
+        lock = link.lock
+        if not lock.acquire(False):
+            if link.closed or self._is_dead(address):
+                raise PeerGone(address)
+            if not block or not lane.backlog:
+                return  # the holder writes it
+            lock.acquire()
+        try:
             if link.closed:
                 raise PeerGone(address)
-            lane.put(parts)
-            if not lane.backlog:
-                return
-            if not block:
+            lane.put_incoming()
+            mark = lane.queued if block and lane.backlog else 0
+            if lane.backlog:
                 self._backlog(address)
-                return
-            mark = lane.queued
+        finally:
+            lock.release()
+        self._put_left(address, link, lane)
+        if not mark:
+            return
         deadline = time.monotonic() + self.delivery_timeout
         while True:
             if self._is_dead(address) or self._closed:
@@ -455,9 +471,27 @@ class Outbox:
             with link.lock:
                 if link.closed:
                     raise PeerGone(address)
+                lane.put_incoming()
                 lane.write()
-                if lane.written >= mark or lane.broken:
+                done = lane.written >= mark or lane.broken
+            self._put_left(address, link, lane)
+            if done:
+                return
+
+    def _put_left(self, address: str, link: _Link, lane: _lane.Link) -> None:
+        """Writes what senders left in `lane.incoming` while this thread held the lock,
+        unless another thread holds it now (that one writes it)."""
+        lock = link.lock
+        while lane.incoming and lock.acquire(False):
+            try:
+                if link.closed:
+                    lane.incoming.clear()
                     return
+                lane.put_incoming()
+                if lane.backlog:
+                    self._backlog(address)
+            finally:
+                lock.release()
 
     def flush(self) -> None:
         """Retries backlogged messages (I/O loop only); drops those for dead peers, counted."""
@@ -480,8 +514,10 @@ class Outbox:
                 with link.lock:
                     if self._is_dead(address):
                         link.lane.broken = True
+                    link.lane.put_incoming()
                     if link.lane.write():
                         self.backlogged.discard(address)
+                self._put_left(address, link, link.lane)
                 continue
             with link.lock:
                 while link.backlog:
@@ -584,6 +620,7 @@ class Outbox:
         """Writes what the lane still holds (until `deadline`), then closes it."""
         while True:
             with link.lock:
+                lane.put_incoming()
                 if lane.write() or time.monotonic() >= deadline:
                     link.closed = True
                     lane.close()
