@@ -22,6 +22,14 @@ class Description:
     table: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = None
     failure: str | None = None
     report: str | None = None
+    whole: str = ""
+    """The resource view that lists every row of `table` (the pane shows `TABLE_SHOWN`)."""
+
+
+TABLE_SHOWN = 16
+"""Rows of a description's table the detail pane shows: a host or proc mesh of a thousand procs
+made a table the pane rendered again at every refresh (a 64-row one took a 1,024-actor
+console's keys to 200-400 ms); the resource view named in `Description.whole` lists them all."""
 
 
 def describe(row: Row | None, snapshot: Snapshot,
@@ -65,7 +73,7 @@ def _host(row: Row, index: Index) -> Description:
     fields = (("host", str(host.get("hostname"))), ("id", str(host["id"])),
               ("procs", str(len(procs))))
     return Description(f"host {host.get('hostname') or host['id']}", row.state, fields,
-                       (("proc", "mesh", "pid", "state", "messages"), rows))
+                       (("proc", "mesh", "pid", "state", "messages"), rows), whole=":procs")
 
 
 def _procs(row: Row, index: Index) -> Description:
@@ -78,7 +86,8 @@ def _procs(row: Row, index: Index) -> Description:
     fields = (("proc mesh", row.ref), ("procs", str(len(procs))),
               ("actor meshes", ", ".join(meshes) or "-"))
     return Description(row.label, row.state, fields,
-                       (("rank", "proc", "pid", "state", "exit", "messages", "sent"), rows))
+                       (("rank", "proc", "pid", "state", "exit", "messages", "sent"), rows),
+                       whole=":procs")
 
 
 def _status(proc: Mapping[str, Any]) -> str:
@@ -111,7 +120,7 @@ def _mesh(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
     return Description(f"mesh {mesh['name']}", row.state, fields,
                        (("rank", "root cause"), rows) if rows else None,
                        root_cause(first, failed[0].get("failure")) if failed else None,
-                       _report(first, failed[0]) if failed else None)
+                       _report(first, failed[0]) if failed else None, whole=":actors")
 
 
 def _actor(row: Row, index: Index, rates: Mapping[str, float],

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ._describe import Description
+from ._describe import TABLE_SHOWN, Description
 from ._styles import state_style
 
 
@@ -25,7 +25,9 @@ class DetailPane(VerticalScroll):
         self.border_title = "detail"
 
     def show(self, description: Description) -> None:
-        """Replaces the content."""
+        """Replaces the content (not re-rendered when nothing in it changed)."""
+        if description == self.description:
+            return
         self.description = description
         self.border_title = f"detail: {description.title}"
         self.query_one("#detail-body", Static).update(render(description))
@@ -50,8 +52,12 @@ def render(d: Description) -> RenderableType:
     if d.table is not None:
         headers, rows = d.table
         table = Table(*headers, box=None, header_style="bold", pad_edge=False, expand=False)
-        for row in rows:
+        for row in rows[:TABLE_SHOWN]:
             table.add_row(*(Text(cell, style=state_style(cell)) for cell in row))
         parts.append(Text(""))
         parts.append(table)
+        if len(rows) > TABLE_SHOWN:
+            rest = f"… {len(rows) - TABLE_SHOWN} more"
+            parts.append(Text(f"{rest} (all of them: {d.whole})" if d.whole else rest,
+                              style="dim"))
     return Group(*parts)

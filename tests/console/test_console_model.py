@@ -222,6 +222,32 @@ def test_descriptions():
     assert describe(by["box"], snap).title == "host box"
 
 
+def test_a_big_table_shows_its_first_rows_and_names_the_view_with_all():
+    """A host or proc mesh of many procs: the pane renders `TABLE_SHOWN` rows and says where
+    the rest are, instead of rendering a thousand rows at every refresh."""
+    from rich.console import Console
+
+    from monarch.console._describe import TABLE_SHOWN
+    from monarch.console._detail import render
+
+    snap = snapshot()
+    host = snap.topology["hosts"][0]
+    host["procs"] += [dict(host["procs"][1], proc=f"p9.{r}", procs="p9", rank=r, pid=9000 + r,
+                           state="running", status=None) for r in range(40)]
+    by = rows_by_label(m.build_rows(snap))
+    big = describe(by["box"], snap)
+    assert len(big.table[1]) == 47 and big.whole == ":procs"
+    console = Console(width=120, record=True)
+    console.print(render(big))
+    text = console.export_text()
+    assert f"… {47 - TABLE_SHOWN} more (all of them: :procs)" in text
+    assert "p9.8 " in text and "p9.9 " not in text  # 7 procs first, then 9 of the 40
+    small = describe(by["procs p1"], snap)
+    console = Console(width=120, record=True)
+    console.print(render(small))
+    assert "more" not in console.export_text()
+
+
 def test_formats():
     assert fmt_bytes(512) == "512 B" and fmt_bytes(3 << 20) == "3.0 MiB" and fmt_bytes(None) == "-"
     assert fmt_rate(2.25) == "2.2/s" and fmt_rate(250) == "250/s" and fmt_rate(None) == "-"
