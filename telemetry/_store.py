@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from ._aggregate import TransferSummary, aggregate_metrics, summarize_transfers
+from ._series import Series
 from ._batch import Batch, BatchError, decode_columns, source_of, unpack_batch
 from ._columns import SiteSpanColumns, read_site_spans
 from ._actors import ActorBook, MessageGroup, message_records, read_entries, read_message_groups
@@ -73,10 +74,9 @@ class Store:
                  max_messages: int = 10_000_000, max_events: int = 1_000_000) -> None:
         self._lock = threading.RLock()
         self.budget = budget
-        self._max_series = max_series
         self._logs = LogBook(max_logs, budget.of("log"))
         self._spans = SpanLog(max_spans, budget.of("span"))
-        self._metrics: dict[tuple[Any, ...], MetricPoint] = {}  # oldest updated first
+        self._metrics = Series(max_series)
         self._transfers: Bounded[TransferRecord] = Bounded(
             max_transfers, budget.of("transfer"), transfer_bytes)
         self._failures: Bounded[FailureRecord] = Bounded(
@@ -210,9 +210,7 @@ class Store:
         given): aggregated over processes (see `aggregate_metrics`), or the latest point of
         each process if ``by_process``."""
         with self._lock:
-            points = list(self._metrics.values())
-        if names is not None:
-            points = [p for p in points if p.name in names]
+            points = self._metrics.points(names)
         return points if by_process else aggregate_metrics(points)
 
     def transfers(self, window: float = 10.0, now_ns: int | None = None) -> TransferSummary:
@@ -374,11 +372,8 @@ class Store:
         self._evicted["log"] += self._logs.add(record)
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
-        key = (point.source, pid, point.name, tuple(sorted(point.labels.items())))
-        if self._metrics.pop(key, None) is None and len(self._metrics) >= self._max_series:
-            del self._metrics[next(iter(self._metrics))]  # the longest silent series
+        if self._metrics.add(point, pid):
             self._evicted["metric"] += 1
-        self._metrics[key] = point
 
     def _add_transfer(self, record: TransferRecord, pid: Any) -> None:
         self._evicted["transfer"] += self._transfers.append(record)

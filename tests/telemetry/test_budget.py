@@ -105,6 +105,30 @@ def test_a_metric_series_past_the_bound_replaces_the_longest_silent_one() -> Non
     assert store.statistics().evicted["metric"] == 1
 
 
+def test_metrics_of_some_names_are_read_from_their_index_and_follow_evictions() -> None:
+    """`metrics(names=...)` reads the series of those names only (the top line's poll); what
+    it returns stays what filtering every series would, through replacements and evictions."""
+    import random
+
+    from monarch.telemetry import MetricPoint
+
+    rng = random.Random(7)
+    store = Store(max_series=40)
+    for i in range(2000):
+        name = rng.choice("abcdef")
+        store.add(MetricPoint(name, rng.choice(["counter", "gauge"]),
+                              {"k": str(rng.randrange(12))}, float(i),
+                              source=f"p{rng.randrange(3)}"))
+        if i % 97 == 0:
+            names = set(rng.sample("abcdefg", 3))
+            every = store.metrics(by_process=True)
+            assert sorted(map(repr, store.metrics(by_process=True, names=names))) == sorted(
+                repr(p) for p in every if p.name in names)
+            assert store.metrics(names=names) == [p for p in store.metrics()
+                                                  if p.name in names]
+    assert store.statistics().evicted["metric"] > 0
+
+
 def test_a_bad_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="positive number of MB"):
         Budget.from_mb(0)
