@@ -146,14 +146,37 @@ class Entries:
     kept this way; as the lists msgpack decodes, with a string object per field, ~360.
     ``sents`` holds each message's HLC stamp at its sender (0: not known)."""
 
-    __slots__ = ("ends", "methods", "nbytes", "outcomes", "senders", "sents", "starts")
+    __slots__ = ("_ends", "_nbytes", "_sents", "_starts", "methods", "outcomes", "senders")
 
-    def __init__(self, methods: tuple[str, ...], senders: tuple[str, ...], starts: array[int],
-                 ends: array[int], outcomes: tuple[str, ...], nbytes: array[int],
-                 sents: array[int] | None = None) -> None:
+    def __init__(self, methods: tuple[str, ...], senders: tuple[str, ...], starts: Any,
+                 ends: Any, outcomes: tuple[str, ...], nbytes: Any,
+                 sents: Any = None) -> None:
         self.methods, self.senders, self.outcomes = methods, senders, outcomes
-        self.starts, self.ends, self.nbytes = starts, ends, nbytes
-        self.sents = sents if sents is not None else array("q", bytes(8 * len(starts)))
+        # The numbers are kept as bytes, read through int64 views: an `array` is tracked by
+        # the garbage collector (four a group, over a hundred thousand at 1,024 busy actors,
+        # each scanned at every full collection), bytes are not.
+        self._starts, self._ends, self._nbytes = _raw(starts), _raw(ends), _raw(nbytes)
+        self._sents = _raw(sents) if sents is not None else bytes(len(self._starts))
+
+    @property
+    def starts(self) -> memoryview:
+        """Each entry's start (ns), as int64."""
+        return memoryview(self._starts).cast("q")
+
+    @property
+    def ends(self) -> memoryview:
+        """Each entry's end (ns), as int64."""
+        return memoryview(self._ends).cast("q")
+
+    @property
+    def nbytes(self) -> memoryview:
+        """Each entry's message bytes, as int64."""
+        return memoryview(self._nbytes).cast("q")
+
+    @property
+    def sents(self) -> memoryview:
+        """Each entry's HLC stamp at its sender (0: not known), as int64."""
+        return memoryview(self._sents).cast("q")
 
     @classmethod
     def read(cls, entries: Any) -> tuple[Entries, int]:
@@ -207,7 +230,7 @@ class Entries:
                    starts, ends, tuple(map(sys.intern, outcomes)), nbytes, sents), 0
 
     def __len__(self) -> int:
-        return len(self.starts)
+        return len(self._starts) // 8
 
     def __getitem__(self, cut: slice) -> Entries:
         return Entries(self.methods[cut], self.senders[cut], self.starts[cut], self.ends[cut],
@@ -220,6 +243,11 @@ class Entries:
 
 
 _BIG_ENDIAN = sys.byteorder == "big"
+
+
+def _raw(column: Any) -> bytes:
+    """An int64 column (an array, an int64 view, or its bytes) as the bytes it keeps."""
+    return column if type(column) is bytes else column.tobytes()
 
 COLUMNS_FROM = 16
 """Groups of this many entries or more travel as columns. Measured (2026-11-28, entries with
