@@ -9,6 +9,7 @@ proc, ends the zygote and removes the run directory.
 from __future__ import annotations
 
 import atexit
+import gc
 import math
 import os
 import secrets
@@ -59,6 +60,21 @@ _job: "Job | None" = None
 _lock = threading.Lock()
 
 
+CONTROLLER_GC_GEN0 = 10_000
+"""Allocations between two young collections in a controller (Python's default: 700),
+unless MONARCH_CONTROLLER_GC_GEN0 says otherwise or the script set its own threshold."""
+
+
+def _space_young_collections(gen0: int) -> None:
+    """Young collections every `gen0` allocations instead of Python's 700, unless the script
+    changed the threshold itself: at 1,024 busy actors the job's threads (the replies and
+    telemetry they decode, the store's records) made the collector take ~40 % of the
+    controller's CPU (DESIGN.md, "Processes")."""
+    current, gen1, gen2 = gc.get_threshold()
+    if current == 700:
+        gc.set_threshold(gen0, gen1, gen2)
+
+
 def ensure_job() -> "Job":
     """Returns this process's job, starting it (this process becomes the controller)."""
     global _job
@@ -88,6 +104,8 @@ class Job:
         self.prune_limits = prune_limits()
         metrics_port()  # these are read again as they start; a typo stops the job here
         switch("MONARCH_PROC_BATCH_SCHED")  # read by each proc (`_proc._main`)
+        gc_gen0 = int(number("MONARCH_CONTROLLER_GC_GEN0", CONTROLLER_GC_GEN0, minimum=1,
+                             integer=True))
         parse_addr(os.environ.get("MONARCH_ADMIN_ADDR", ""))
         self.job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.started = time.time()
@@ -161,6 +179,7 @@ class Job:
         self.watcher = Watcher(self, self.stall_s, self._topology).start(history_on,
                                                                     int(history_mb * 1e6))
         atexit.register(self.shutdown)
+        _space_young_collections(gc_gen0)
 
     def _actor_mesh_spawned(self, body: dict[str, Any]) -> None:
         """Records a new actor mesh in the store (from its spawner's `actors_spawned`)."""
