@@ -333,13 +333,17 @@ class Store:
     def _add_all(self, records: list[Any], pid: Any,
                  site_spans: SiteSpanColumns | None = None) -> None:
         spans: list[SpanRecord] = []
+        logs: list[LogRecord] = []
         for record in records:
             kind = record.KIND
             self._ingested[kind] += 1
             if kind == "span":
                 spans.append(record)
+            elif kind == "log":
+                logs.append(record)
             else:
                 getattr(self, "_add_" + kind)(record, pid)
+        self._evicted["log"] += self._logs.add_many(logs)
         self._ingested["span"] += 0 if site_spans is None else len(site_spans)
         self._evicted["span"] += self._spans.add(spans, site_spans)
         if self._journals is not None:
@@ -367,9 +371,6 @@ class Store:
             source, min((s.start_ns for s in spans), default=0) - 10**10) if spans else set()
         return [r for r in records if (r.span_id not in known if r.KIND == "span"
                                        else r.KIND != "log" or not self._logs.has(r))]
-
-    def _add_log(self, record: LogRecord, pid: Any) -> None:
-        self._evicted["log"] += self._logs.add(record)
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
         if self._metrics.add(point, pid):
