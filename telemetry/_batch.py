@@ -10,9 +10,12 @@ Wire form (a msgpack-friendly list)::
      transfers,         # [TransferRecord.to_wire(), ...]
      failures,          # [FailureRecord.to_wire(), ...]
      sites,             # [[name, attributes, value_key], ...]: what site spans share
-     site_spans]        # [site indices, trace ids (bytes, 16 each), span ids (bytes, 8 each),
+     site_spans,        # [site indices, trace ids (bytes, 16 each), span ids (bytes, 8 each),
                         #  parent span ids (bytes, 8 each, zeros: none), start_ns list,
                         #  end_ns list, outcome names, outcome indices, values]: columns
+     statuses,          # [ActorStatus.to_wire(), ...]
+     message_groups,    # flight records (see `monarch.telemetry._actors`)
+     log_tags]          # [{tags}, ...]: a log line whose tags field is an int has these
 
 Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
 site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
@@ -115,11 +118,35 @@ def decode_columns(wire: list[Any]) -> tuple[list[list[Any]], int]:
     logs, metrics, transfers, failures] and how many entries could not be read."""
     invalid = 0
     columns: list[list[Any]] = []
+    if len(wire) > 11:
+        invalid += _share_log_tags(wire[3], wire[11])
     for cls, entries in zip(_KINDS, wire[2:7]):
         records, bad = _decode_entries(cls, entries)
         columns.append(records)
         invalid += bad
     return columns, invalid
+
+
+def _share_log_tags(logs: Any, table: Any) -> int:
+    """Puts each line's tags dict in place of its index into the batch's tag table (lines of
+    one actor then share one dict); a line whose index does not read is dropped, counted."""
+    if not isinstance(logs, list) or not isinstance(table, list):
+        return 0
+    if not all(isinstance(tags, dict) for tags in table):
+        table = []
+    kept, bad = [], 0
+    for line in logs:
+        try:
+            at = line[5]
+            if type(at) is int:
+                if not 0 <= at < len(table):
+                    raise IndexError(at)
+                line[5] = table[at]
+            kept.append(line)
+        except (TypeError, IndexError, KeyError):
+            bad += 1
+    logs[:] = kept
+    return bad
 
 
 def _decode_entries(cls: Any, entries: Any) -> tuple[list[Any], int]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import sys
 from typing import Any
 
@@ -137,8 +138,17 @@ class _Interner:
 
     def __init__(self) -> None:
         self._dicts: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._last: tuple[Any, Any] = (None, None)  # (a dict given, its shared one)
 
     def shared(self, tags: dict[str, Any]) -> dict[str, Any]:
+        last_given, last_shared = self._last
+        if tags is last_given:  # the lines of one batch often share one dict
+            return last_shared  # type: ignore[no-any-return]
+        found = self._lookup(tags)
+        self._last = (tags, found)
+        return found
+
+    def _lookup(self, tags: dict[str, Any]) -> dict[str, Any]:
         try:
             key = tuple(tags.items())
             found = self._dicts.get(key)
@@ -157,8 +167,8 @@ def _first(pair: tuple[Any, Any]) -> Any:
 
 def _ordered(keys: list[_LogKey], start: int) -> bool:
     """Whether `keys[start:]` is in order."""
-    return all(a <= b for a, b in zip(itertools.islice(keys, start, None),
-                                      itertools.islice(keys, start + 1, None)))
+    return all(map(operator.le, itertools.islice(keys, start, None),
+                   itertools.islice(keys, start + 1, None)))
 
 
 def _int(value: Any) -> int:

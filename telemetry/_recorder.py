@@ -202,7 +202,7 @@ class Recorder:
         with self._drain_lock:
             if self.crash is not None and self._crash_clear:
                 self.crash.turn()  # what the other file held was shipped by the last drain
-            logs = [_log_wire(f, resource) for f in _take(self._logs, max_items)]
+            logs, log_tags = _logs_wire(_take(self._logs, max_items), resource)
             self._log_bytes = sum(len(f[4]) for f in self._logs) if self._logs else 0
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
@@ -214,7 +214,7 @@ class Recorder:
                 or messages):
             return None
         return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
-                site_spans, statuses, messages]
+                site_spans, statuses, messages, log_tags]
 
     def _take_bulk(self, max_items: int) -> tuple[list[Any], ...]:
         """(spans, sites, site spans, metric points, statuses, message groups) taken for a
@@ -308,6 +308,23 @@ def recovered_batch(stem: str, resource: dict[str, Any]) -> list[Any] | None:
     return [BATCH_VERSION, {**resource, "recovered": True},
             [[*fields[:8], source] for fields in spans],
             [_log_wire(tuple(fields[:7]), resource) for fields in logs], [], [], []]
+
+
+def _logs_wire(taken: Any, resource: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """(log lines, their tag table): a line's tags are an index into the table, whose dicts
+    (the resource and an actor's tags) are made once a batch, not once a line; its lines
+    share one tags object while the actor's context stays the same."""
+    lines: list[Any] = []
+    table: list[Any] = []
+    index: dict[int, int] = {}
+    for hlc, wall, stream, level, text, tags, ctx in taken:
+        at = index.get(id(tags))  # each `tags` is alive in `taken` for the whole loop
+        if at is None:
+            at = index[id(tags)] = len(table)
+            table.append({**resource, **tags})
+        trace_id, span_id = ctx if ctx is not None else (None, None)
+        lines.append([hlc, wall, stream, level, text, at, trace_id, span_id])
+    return lines, table
 
 
 def _log_wire(fields: tuple[Any, ...], resource: dict[str, Any]) -> list[Any]:

@@ -104,9 +104,9 @@ class LogRecord:
 
     @classmethod
     def from_wire(cls, wire: list[Any]) -> LogRecord:
-        """Rebuilds a record from `to_wire` output."""
+        """Rebuilds a record from `to_wire` output (a tags dict is kept, maybe shared)."""
         hlc, wall, stream, level, text, tags, t, s = (list(wire[:8]) + [None, None])[:8]
-        return cls(hlc, wall, stream, level, text, dict(tags),
+        return cls(hlc, wall, stream, level, text, tags if type(tags) is dict else dict(tags),
                    None if t is None else bytes(t), None if s is None else bytes(s))
 
 

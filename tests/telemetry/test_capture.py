@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from monarch.telemetry._batch import decode_batch
 from monarch.telemetry import (
     LoggingCapture,
     LogRecord,
@@ -34,7 +35,7 @@ class FakeTerminal(io.StringIO):
 
 def lines(recorder: Recorder) -> list[LogRecord]:
     wire = recorder.drain(10**6)
-    return [] if wire is None else [LogRecord.from_wire(w) for w in wire[3]]
+    return [] if wire is None else decode_batch(wire).logs
 
 
 @pytest.fixture

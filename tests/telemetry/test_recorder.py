@@ -42,9 +42,9 @@ def test_batch_wire_format(recorder: Recorder, drain) -> None:
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom", "tb"))
     wire = drain(recorder)
     (version, resource, spans, logs, metrics, transfers, failures, sites, site_spans, statuses,
-     messages) = wire
+     messages, log_tags) = wire
     assert version == BATCH_VERSION and sites == [] and site_spans == []
-    assert statuses == [] and messages == []
+    assert statuses == [] and messages == [] and log_tags == []
     assert resource == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1"}
     assert spans[0][3] == "Trainer.step" and spans[0][8] == "proc-a"
     assert logs == []
@@ -114,7 +114,7 @@ def test_a_live_drain_takes_lines_failures_and_transfers_and_leaves_the_bulk(
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom"))
     live = recorder.drain(live_only=True)
     assert live is not None
-    _, _, spans, logs, metrics, transfers, failures, sites, site_spans, statuses, groups = live
+    _, _, spans, logs, metrics, transfers, failures, sites, site_spans, statuses, groups, _ = live
     assert [x[4] for x in logs] == ["hello"] and len(failures) == 1
     assert spans == metrics == sites == site_spans == statuses == groups == []
     assert recorder.drain(live_only=True) is None  # nothing live is left
@@ -131,10 +131,34 @@ def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder, drain) -> N
     tee.write("hello\n")
     reset_actor_tags(token)
     tee.write("after\n")
-    logs = drain(recorder)[3]
-    assert logs[0][5] == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1",
-                          "mesh": "trainer", "actor_class": "Trainer", "rank": 2}
-    assert "mesh" not in logs[1][5]
+    wire = drain(recorder)
+    logs, table = wire[3], wire[11]  # a line's tags: an index into the batch's tag table
+    assert table[logs[0][5]] == {"pid": os.getpid(), "host": "h1", "proc": "proc-a",
+                                 "job": "j1", "mesh": "trainer", "actor_class": "Trainer",
+                                 "rank": 2}
+    assert "mesh" not in table[logs[1][5]] and len(table) == 2
+
+
+def test_lines_share_their_tags_through_the_batch_table(recorder: Recorder) -> None:
+    """A batch carries each distinct tags dict once; decoded, an actor's lines share one
+    dict; a line whose index is not in the table is dropped and counted, the rest kept."""
+    from monarch.telemetry._batch import decode_batch, encode_batch
+
+    tee = StreamTee(_Sink(), "stdout", recorder)
+    token = set_actor_tags(mesh="trainer", rank=1)
+    for i in range(5):
+        tee.write(f"t{i}\n")
+    reset_actor_tags(token)
+    tee.write("root\n")
+    wire = recorder.drain()
+    assert len(wire[11]) == 2 and [line[5] for line in wire[3]] == [0, 0, 0, 0, 0, 1]
+    wire[3][2][5] = 7  # not in the table
+    batch = decode_batch(encode_batch(wire))
+    assert [r.text for r in batch.logs] == ["t0", "t1", "t3", "t4", "root"]
+    assert batch.invalid == 1
+    first, *rest = [r.tags for r in batch.logs[:4]]
+    assert all(tags is first for tags in rest) and first["mesh"] == "trainer"
+    assert "mesh" not in batch.logs[4].tags and batch.logs[4].tags["proc"] == "proc-a"
 
 
 def test_after_fork_empties_everything(recorder: Recorder) -> None:
