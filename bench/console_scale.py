@@ -3,6 +3,7 @@ the console's polling costs the controller, on a job of 64, 256 and 1,024 busy a
 
     python bench/console_scale.py                       # 64, 256 and 1,024 actors
     python bench/console_scale.py --actors 1024 --seconds 20 --json out.json
+    python bench/console_scale.py --actors 1024 --hosts 16   # over a ProcessJob of 16 hosts
 
 For each size, a job runs as a child process (its own controller): `procs` procs on this host,
 `meshes` meshes of one `Worker` per proc (64 = 16 procs x 4 meshes, 256 = 64 x 4, 1,024 =
@@ -48,9 +49,11 @@ SHAPES = {64: (16, 4), 256: (64, 4), 1024: (64, 16)}
 """Actors -> (procs, meshes)."""
 
 
-# -- the job (a child process: `--job PROCS MESHES`) ----------------------------------------------
+# -- the job (a child process: `--job PROCS MESHES HOSTS`) ----------------------------------------
 
-def run_job(procs_n: int, meshes_n: int) -> None:
+def run_job(procs_n: int, meshes_n: int, hosts_n: int = 0) -> None:
+    """The busy job: `procs_n` procs on this host, or (`hosts_n` > 0) a `ProcessJob` of
+    `hosts_n` host processes with `procs_n // hosts_n` procs each, as issue 32's second shape."""
     from monarch.actor import Actor, endpoint, this_host
 
     class Worker(Actor):
@@ -62,7 +65,17 @@ def run_job(procs_n: int, meshes_n: int) -> None:
             self.steps += 1
             return self.steps
 
-    procs = this_host().spawn_procs(per_host={"gpus": procs_n})
+    job = None
+    if hosts_n:
+        from monarch.job import ProcessJob
+
+        # its host processes run in sessions of their own: a SIGTERM must unwind to kill()
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        job = ProcessJob({"hosts": hosts_n})
+        procs = job.state(cached_path=None).hosts.spawn_procs(
+            per_host={"gpus": procs_n // hosts_n})
+    else:
+        procs = this_host().spawn_procs(per_host={"gpus": procs_n})
     meshes = [procs.spawn(f"w{i:02d}", Worker) for i in range(meshes_n)]
     parent = os.getppid()
     rounds = 0
@@ -74,7 +87,11 @@ def run_job(procs_n: int, meshes_n: int) -> None:
             if rounds == 1:
                 print("READY", flush=True)
     finally:
-        procs.stop().get(timeout=60)
+        try:
+            procs.stop().get(timeout=60)
+        finally:
+            if job is not None:
+                job.kill()
 
 
 # -- this side ------------------------------------------------------------------------------------
@@ -95,11 +112,12 @@ def cpu_pct(pid: int, seconds: float) -> float:
 class Job:
     """The job child, with its own run directory; `client` reaches its admin API."""
 
-    def __init__(self, actors: int) -> None:
+    def __init__(self, actors: int, hosts: int = 0) -> None:
         procs, meshes = SHAPES[actors]
         self.run_dir = Path(tempfile.mkdtemp(prefix="cs-"))
         env = dict(os.environ, MONARCH_RUN_DIR=str(self.run_dir))
-        self.proc = subprocess.Popen([sys.executable, __file__, "--job", str(procs), str(meshes)],
+        self.proc = subprocess.Popen([sys.executable, __file__, "--job", str(procs), str(meshes),
+                                      str(hosts)],
                                      stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env,
                                      start_new_session=True)
 
@@ -190,8 +208,8 @@ def topology_sizes(client: Any, refresh: float) -> dict[str, Any]:
 
 
 def measure(actors: int, seconds: float, refresh: float,
-            profile: Path | None = None) -> dict[str, Any]:
-    job = Job(actors)
+            profile: Path | None = None, hosts: int = 0) -> dict[str, Any]:
+    job = Job(actors, hosts)
     try:
         job.wait_ready()
         row: dict[str, Any] = {"actors": actors}
@@ -228,7 +246,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--profile", type=Path, help="py-spy the controller during the console's "
                         "window: collapsed stacks in PROFILE.<actors>.txt")
-    parser.add_argument("--job", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--hosts", type=int, default=0,
+                        help="run each job over a ProcessJob of this many host processes")
+    parser.add_argument("--job", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job:
         run_job(*args.job)
@@ -239,7 +259,9 @@ def main() -> None:
         parser.error(f"--actors: {unknown} not among {sorted(SHAPES)}")
     rows = []
     for actors in sizes:
-        row = measure(actors, args.seconds, args.refresh, args.profile)
+        row = measure(actors, args.seconds, args.refresh, args.profile, args.hosts)
+        if args.hosts:
+            row["hosts"] = args.hosts
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.json:
