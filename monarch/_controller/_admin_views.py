@@ -280,8 +280,10 @@ def top_line(store: telemetry.Store) -> dict[str, Any]:
     """The job's headline figures: seconds from start to the first proc ready, actor spawn
     time (p50 ms), messages undelivered, failures by cause (user: an endpoint raised;
     infrastructure: a proc died, a host was lost) and handlers stalled now."""
-    points = store.metrics(names=TOP_LINE_METRICS)  # aggregating every series: 10 % of a
-    # controller polled by `monarch top` at 1,024 actors
+    # Each process's own points, summed here: aggregating them (a dataclass made per point)
+    # took a sixth of the admin API's time under `monarch top` at 1,024 actors; the sums and
+    # the median of the summed histograms are the same.
+    points = store.metrics(by_process=True, names=TOP_LINE_METRICS)
     def total(name: str, **labels: str) -> float:
         return sum(p.value for p in points if p.name == name
                    and all(p.labels.get(k) == v for k, v in labels.items()))
