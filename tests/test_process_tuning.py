@@ -5,7 +5,7 @@ by a message does not preempt the one running, which holds the GIL it would only
 MONARCH_PROC_BATCH_SCHED=0 keeps the kernel's default; a value that is neither on nor off
 stops the job at its start, naming the switch.
 
-The controller's young collections come every 10,000 allocations instead of 700
+The controller's young collections come every 2,000 allocations instead of 700
 (`_controller._job._space_young_collections`), unless MONARCH_CONTROLLER_GC_GEN0 says
 otherwise or the script set its own threshold."""
 
@@ -82,7 +82,7 @@ GC_SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize("flag, own, expected", [(None, None, 10000), ("700", None, 700),
+@pytest.mark.parametrize("flag, own, expected", [(None, None, 2000), ("700", None, 700),
                                                  ("2500", None, 2500), (None, "1234", 1234)])
 def test_the_controller_spaces_its_young_collections_unless_told_otherwise(flag, own, expected):
     script = GC_SCRIPT if own is None else GC_SCRIPT.replace("len(sys.argv) > 1",

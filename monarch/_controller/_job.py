@@ -60,7 +60,7 @@ _job: "Job | None" = None
 _lock = threading.Lock()
 
 
-CONTROLLER_GC_GEN0 = 10_000
+CONTROLLER_GC_GEN0 = 2_000
 """Allocations between two young collections in a controller (Python's default: 700),
 unless MONARCH_CONTROLLER_GC_GEN0 says otherwise or the script set its own threshold."""
 
