@@ -3,9 +3,10 @@
 A batch's site spans arrive as columns (see `monarch.telemetry._sites.drain_site_spans`). The
 controller checks each column as a whole (types and lengths, in C where it can) and keeps the
 columns as they are: ingesting costs no object per span, and the garbage collector has nothing
-per span to scan (but an `array` is itself an object it tracks: five a batch here). A `SpanRecord` is made for a span only when a query returns it. When a column
-does not check out, the spans are checked one by one and the readable ones kept; the others are
-counted as invalid, never returned.
+per span to scan (but an `array` is itself an object it tracks: five a batch here). A
+`SpanRecord` is made for a span only when a query returns it. When a column does not check
+out, the spans are checked one by one and the readable ones kept; the others are counted as
+invalid, never returned.
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ class LogBook:
         if self._sorted == first and _ordered(keys, first - 1 if first else 0):
             self._sorted = len(keys)  # in order after what was held: nothing to sort
         else:
-            self._sorted = min(self._sorted, bisect.bisect_right(
-                keys, min(keys[first:]), 0, min(self._sorted, first)))
+            # what is sorted up to the batch's least key stays; `_sorted` <= `first` always
+            self._sorted = bisect.bisect_right(keys, min(keys[first:]), 0, self._sorted)
         if len(self._logs) > self._max or self.bytes > self._max_bytes:
             return self._evict()
         return 0

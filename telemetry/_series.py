@@ -13,7 +13,7 @@ class Series:
     first; past `limit` series, a new one replaces the longest silent. Not thread-safe: the
     store's lock guards it.
 
-    Beside the series, an index by metric name: `of_names` (the admin API's top line, twice a
+    Beside the series, an index by metric name: `points(names)` (the admin API's top line, twice a
     second under `monarch top`) reads those few series, not every one of the job's."""
 
     def __init__(self, limit: int) -> None:

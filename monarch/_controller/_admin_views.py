@@ -283,7 +283,11 @@ def top_line(store: telemetry.Store) -> dict[str, Any]:
     # Each process's own points, summed here: aggregating them (a dataclass made per point)
     # took a sixth of the admin API's time under `monarch top` at 1,024 actors; the sums and
     # the median of the summed histograms are the same.
-    points = store.metrics(by_process=True, names=TOP_LINE_METRICS)
+    return headline(store.metrics(by_process=True, names=TOP_LINE_METRICS))
+
+
+def headline(points: list[telemetry.MetricPoint]) -> dict[str, Any]:
+    """`top_line`'s figures from metric points, per process or aggregated (the same sums)."""
     def total(name: str, **labels: str) -> float:
         return sum(p.value for p in points if p.name == name
                    and all(p.labels.get(k) == v for k, v in labels.items()))

@@ -6,25 +6,13 @@ from __future__ import annotations
 import random
 
 from monarch.telemetry import MetricPoint, Store
-from monarch._controller._admin_views import TOP_LINE_METRICS, p50_ms, top_line
+from monarch._controller._admin_views import TOP_LINE_METRICS, headline, top_line
 
 BOUNDS = (0.001, 0.01, 0.1, 1.0)
 
 
 def from_aggregated(store: Store) -> dict:
-    points = store.metrics(names=TOP_LINE_METRICS)  # one series per name and labels
-
-    def total(name: str, **labels: str) -> float:
-        return sum(p.value for p in points if p.name == name
-                   and all(p.labels.get(k) == v for k, v in labels.items()))
-
-    ready = [p.value for p in points if p.name == "start_to_first_proc_ready_seconds"]
-    return {"first_proc_ready_s": round(ready[0], 3) if ready else None,
-            "actor_spawn_p50_ms": p50_ms([p for p in points if p.name == "actor_spawn_seconds"]),
-            "messages_undelivered": int(total("messages_undelivered")),
-            "failures_user": int(total("job_failures", cause="user")),
-            "failures_infrastructure": int(total("job_failures", cause="infrastructure")),
-            "stalled_handlers": int(total("stalled_handlers"))}
+    return headline(store.metrics(names=TOP_LINE_METRICS))  # one series per name and labels
 
 
 def test_the_top_line_equals_the_sums_of_the_aggregated_series() -> None:
