@@ -152,7 +152,8 @@ class AdminApi:
         return {"routes": [f"{method} {path}" for method, path in sorted(self.routes)]}
 
     def job_info(self, p: Params) -> dict[str, Any]:
-        return {**views.job_info(self.job, self.snapshot(), self._address()),
+        return {**views.job_info(self.job, self.actions.on_loop(views.census, self.job),
+                                 self._address()),
                 "top": views.top_line(self.store), "state": "running"}
 
     def topology(self, p: Params) -> dict[str, Any]:

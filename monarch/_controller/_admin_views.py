@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import accumulate
 from typing import Any
 
 from .. import telemetry
 from ..telemetry import _services
+from ..telemetry._derived import METRICS as DERIVED_METRICS
 from ..telemetry._derived import tensor_engines, weights
 from ._supervisor import FAILED, RUNNING, STARTING, STOPPED, STOPPING
 
@@ -48,7 +51,9 @@ def _proc_copy(r: Any) -> dict[str, Any]:
 def _mesh_copy(m: Any) -> dict[str, Any]:
     return {"mesh": m.mesh, "name": m.name, "class_name": m.class_name, "owner_id": m.owner_id,
             "procs": m.procs, "ranks": dict(m.ranks), "labels": dict(m.labels),
-            "states": dict(m.states), "coords": {r: dict(c) for r, c in m.coords.items()},
+            # a rank's coords dict is replaced, never changed: the copy shares them (copying
+            # 1,024 of them was a seventh of the topology's poll under `monarch top`)
+            "states": dict(m.states), "coords": dict(m.coords),
             "extent": (list(m.extent[0]), list(m.extent[1]))}
 
 
@@ -58,8 +63,8 @@ def topology(snap: dict[str, Any], store: telemetry.Store,
              only: str | None = None) -> dict[str, Any]:
     """Hosts → procs (with counters) and meshes → actors (with counters and failures); with
     `only` (a mesh's id or name), only that mesh (one actor's detail, polled beside)."""
-    points = store.metrics(by_process=True)
-    index = MetricIndex(points)
+    index = MetricIndex.of(store)
+    points = store.metrics(by_process=True, names=_services.METRICS | DERIVED_METRICS)
     procs = [snap["controller"], *snap["procs"]]
     for mesh in snap["meshes"]:
         for proc in mesh["ranks"].values():
@@ -152,14 +157,23 @@ def _actor(mesh: dict[str, Any], rank: int, index: MetricIndex,
            live: Live) -> dict[str, Any]:
     proc, name = mesh["ranks"][rank], mesh["name"]
     actor_id = f"{mesh['mesh']}[{rank}]"
-    stats = index.actor(proc, name, actor_id)
+    messages, queue_depth, p50, last_method = index.stats(proc, name, actor_id)
     state = mesh["states"].get(rank, STARTING)
     if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
         state = proc_state  # the actor's process is ending or gone
+    now = live.actor(actor_id, state)
     return {"rank": rank, "proc": proc, "state": state, "actor_id": actor_id,
             "label": mesh["labels"].get(rank, ""), "point": mesh["coords"].get(rank, {}),
-            **stats, **live.actor(actor_id, state),
+            "messages": messages, "queue_depth": queue_depth, "latency_p50_ms": p50,
+            "last_method": last_method, "running": now["running"],
+            "queued_methods": now["queued_methods"], "stalled": now["stalled"],
             "failure": failure.get("report") if failure else None}
+
+
+INDEX_METRICS = frozenset({"messages_handled", "handler_latency_seconds", "queue_depth",
+                           "message_bytes", "failures"})
+"""The metrics `MetricIndex` reads (a job of 1,024 actors holds many more series; indexing
+all of them was a seventh of the topology's poll under `monarch top`)."""
 
 
 def actor_rows(topo: dict[str, Any]) -> list[dict[str, Any]]:
@@ -188,42 +202,83 @@ def actor_rows(topo: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class MetricIndex:
-    """The store's per-process metric points, indexed for the topology's counters."""
+    """The store's per-process metric points, indexed for the topology's counters (it reads
+    `INDEX_METRICS`; `of` takes them from a store, metric by metric).
+
+    Hot: `actor` runs for every actor at every topology poll (1,024 actors, twice a second
+    under `monarch top`, each actor's points new every 0.1 s in a busy job), so an actor's
+    messages and newest method are summed here once, as the points are indexed."""
 
     def __init__(self, points: Iterable[telemetry.MetricPoint]) -> None:
-        self.handled: dict[tuple[str, str], list[telemetry.MetricPoint]] = {}
+        # (process, mesh name) -> [messages, newest point's time, its method]
+        self.handled: dict[tuple[str, str], list[Any]] = {}
         self.latency: dict[tuple[str, str], list[telemetry.MetricPoint]] = {}
         self.queue: dict[tuple[str, str], float] = {}
-        self.by_proc: dict[str, list[telemetry.MetricPoint]] = {}
+        self.procs: dict[str, dict[str, Any]] = {}  # proc -> `proc_counters`
+        named: dict[str, list[telemetry.MetricPoint]] = {}
         for p in points:
-            self.by_proc.setdefault(p.source, []).append(p)
-            if p.name == "messages_handled":
-                self.handled.setdefault((p.source, p.labels.get("mesh", "")), []).append(p)
-            elif p.name == "handler_latency_seconds":
-                self.latency.setdefault((p.source, p.labels.get("mesh", "")), []).append(p)
-            elif p.name == "queue_depth":
-                self.queue[(p.source, p.labels.get("actor", ""))] = p.value
+            named.setdefault(p.name, []).append(p)
+        self._index(named)
 
-    def actor(self, proc: str, mesh_name: str, actor_id: str) -> dict[str, Any]:
-        """messages, queue_depth, latency_p50_ms and last_method of one actor."""
-        handled = self.handled.get((proc, mesh_name), [])
-        newest = max(handled, key=lambda p: p.time_ns, default=None)
-        return {"messages": int(sum(p.value for p in handled)),
-                "queue_depth": int(self.queue.get((proc, actor_id), 0)),
-                "latency_p50_ms": p50_ms(self.latency.get((proc, mesh_name), [])),
-                "last_method": newest.labels.get("method") if newest else None}
+    @classmethod
+    def of(cls, store: telemetry.Store) -> MetricIndex:
+        """The index of `store`'s points, read by name (a job of 1,024 actors holds many
+        more series than these)."""
+        index = cls(())
+        index._index({name: store.metrics(by_process=True, names=(name,))
+                      for name in INDEX_METRICS})
+        return index
+
+    def _index(self, named: dict[str, list[telemetry.MetricPoint]]) -> None:
+        procs = self.procs
+
+        def counters(proc: str) -> dict[str, Any]:
+            found = procs.get(proc)
+            if found is None:
+                found = procs[proc] = {"messages": 0, "bytes_sent": 0, "bytes_received": 0,
+                                       "failures": 0}
+            return found
+
+        for p in named.get("message_bytes", ()):  # one series per direction
+            counters(p.source)["bytes_" + p.labels.get("direction", "sent")] = int(p.value)
+        for p in named.get("failures", ()):
+            counters(p.source)["failures"] += int(p.value)
+        handled = self.handled
+        for p in named.get("messages_handled", ()):
+            counters(p.source)["messages"] += int(p.value)
+            key = (p.source, p.labels.get("mesh", ""))
+            found = handled.get(key)
+            if found is None:
+                handled[key] = [p.value, p.time_ns, p.labels.get("method")]
+            else:
+                found[0] += p.value
+                if p.time_ns > found[1]:
+                    found[1], found[2] = p.time_ns, p.labels.get("method")
+        latency = self.latency
+        for p in named.get("handler_latency_seconds", ()):
+            key = (p.source, p.labels.get("mesh", ""))
+            points = latency.get(key)
+            if points is None:
+                latency[key] = [p]
+            else:
+                points.append(p)
+        for p in named.get("queue_depth", ()):
+            self.queue[(p.source, p.labels.get("actor", ""))] = p.value
+
+    def stats(self, proc: str, mesh_name: str,
+              actor_id: str) -> tuple[int, int, float | None, str | None]:
+        """One actor's messages, queue depth, latency p50 (ms) and last method."""
+        key = (proc, mesh_name)
+        handled = self.handled.get(key)
+        latency = self.latency.get(key)
+        return (int(handled[0]) if handled else 0, int(self.queue.get((proc, actor_id), 0)),
+                p50_ms(latency) if latency else None, handled[2] if handled else None)
 
     def proc_counters(self, proc: str) -> dict[str, Any]:
         """messages handled, bytes sent/received and failures of one process."""
-        out = {"messages": 0, "bytes_sent": 0, "bytes_received": 0, "failures": 0}
-        for p in self.by_proc.get(proc, []):
-            if p.name == "messages_handled":
-                out["messages"] += int(p.value)
-            elif p.name == "message_bytes":
-                out["bytes_" + p.labels.get("direction", "sent")] = int(p.value)
-            elif p.name == "failures":
-                out["failures"] += int(p.value)
-        return out
+        found = self.procs.get(proc)
+        return dict(found) if found else {"messages": 0, "bytes_sent": 0,
+                                          "bytes_received": 0, "failures": 0}
 
 
 def p50_ms(points: list[telemetry.MetricPoint]) -> float | None:
@@ -232,44 +287,56 @@ def p50_ms(points: list[telemetry.MetricPoint]) -> float | None:
     Hot: once per actor per topology (1,024 actors, twice a second under `monarch top`); an
     actor's latency is one histogram but for a mesh name reused in a process, so one point is
     read as it is and several are summed column by column."""
-    live = [p for p in points if p.count]
-    if not live:
-        return None
-    bounds = live[0].bounds
-    if len(live) == 1:
-        buckets = live[0].buckets
+    if len(points) == 1:
+        if not points[0].count:
+            return None
+        bounds, buckets = points[0].bounds, points[0].buckets
     else:
+        live = [p for p in points if p.count]
+        if not live:
+            return None
+        bounds = live[0].bounds
         buckets = [sum(column) for column in
                    zip(*(p.buckets for p in live if p.bounds == bounds))]
-    half, running = sum(buckets) / 2, 0
-    for i, count in enumerate(buckets):
-        if count and running + count >= half:
-            low = bounds[i - 1] if i > 0 else 0.0
-            high = bounds[i] if i < len(bounds) else low * 2 or 1.0
-            return round((low + (high - low) * (half - running) / count) * 1000, 3)
-        running += count
-    return None
+    below = list(accumulate(buckets))  # observations up to each bucket's bound
+    half = below[-1] / 2 if below else 0
+    if not half:
+        return None
+    i = bisect_left(below, half)  # the first bucket that reaches the half (never empty)
+    count = buckets[i]
+    low = bounds[i - 1] if i > 0 else 0.0
+    high = bounds[i] if i < len(bounds) else low * 2 or 1.0
+    return round((low + (high - low) * (half - (below[i] - count)) / count) * 1000, 3)
 
 
 # -- job --------------------------------------------------------------------------------------
 
-def job_info(job: Any, snap: dict[str, Any], address: str) -> dict[str, Any]:
-    """The job's identity, uptime, health and counts."""
-    procs, meshes = snap["procs"], snap["meshes"]
-    live = [p for p in procs if p["state"] in (STARTING, RUNNING, STOPPING)]
-    failed_ranks = sum(1 for m in meshes for s in m["states"].values() if s == FAILED)
-    failed_procs = sum(1 for p in procs if p["state"] == FAILED)
+def census(job: Any) -> dict[str, Any]:
+    """What `job_info` counts, copied from the supervisor (call on the I/O thread): polled
+    twice a second by `monarch top`, so no copy of every mesh as `snapshot` makes."""
+    sup = job.supervisor
+    return {"procs": [(r.host_id, r.state) for r in sup.procs.values()],
+            "actors": sum(len(m.ranks) for m in sup.meshes.values()),
+            "meshes": len(sup.meshes), "failures": len(sup.failures),
+            "failed_ranks": sum(1 for m in sup.meshes.values() for s in m.states.values()
+                                if s == FAILED)}
+
+
+def job_info(job: Any, counted: dict[str, Any], address: str) -> dict[str, Any]:
+    """The job's identity, uptime, health and counts (`counted`: a `census`)."""
+    procs = counted["procs"]
+    live = sum(1 for _, state in procs if state in (STARTING, RUNNING, STOPPING))
+    failed_procs = sum(1 for _, state in procs if state == FAILED)
     health = "ok"
-    if failed_ranks or failed_procs or snap["failures"]:
+    if counted["failed_ranks"] or failed_procs or counted["failures"]:
         health = "degraded" if live else "failed"
     return {"job_id": job.job_id, "pid": os.getpid(), "hostname": job.hostname,
             "address": address, "started": job.started,
             "uptime_s": round(time.time() - job.started, 3), "health": health,
-            "counts": {"hosts": len({p["host_id"] for p in procs} | {"local"}),
-                       "procs": len(procs), "procs_live": len(live),
-                       "meshes": len(meshes),
-                       "actors": sum(len(m["ranks"]) for m in meshes),
-                       "failures": len(snap["failures"])}}
+            "counts": {"hosts": len({host for host, _ in procs} | {"local"}),
+                       "procs": len(procs), "procs_live": live,
+                       "meshes": counted["meshes"], "actors": counted["actors"],
+                       "failures": counted["failures"]}}
 
 
 TOP_LINE_METRICS = frozenset({"start_to_first_proc_ready_seconds", "actor_spawn_seconds",
