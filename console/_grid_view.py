@@ -276,7 +276,7 @@ class GridScreen(Screen[None]):
             self.metric = self.metric_names[0] if self.metric_names else None
         self.metric_values = grid.metric_by_rank(points, self.metric, mesh) \
             if self.metric and mesh else {}
-        if self.measure == "metric":
+        if self.measure == "metric" and self.is_attached:  # not closed while they came
             self.show()
 
     # -- acting on the marked cells --------------------------------------------------------

@@ -57,6 +57,8 @@ class Overlay(ModalScreen[None]):
     def _done(self, result: Any, error: str | None) -> None:
         self.result, self.error = result, error
         self.runs += 1
+        if not self.is_attached:  # closed while it ran: nothing to draw on
+            return
         body = Text(error, style="bold red") if error else self.render_result(result)
         self.query_one("#overlay-body", Static).update(body)
 

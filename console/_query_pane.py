@@ -65,6 +65,8 @@ class QueryPane(ModalScreen[None]):
     def _done(self, result: Any, error: str | None) -> None:
         self.result, self.error = result, error
         self.runs += 1
+        if not self.is_attached:  # closed while the query ran: nothing to draw on
+            return
         body = Text(error, style="bold red") if error else render(result)
         self.query_one("#query-body", Static).update(body)
 

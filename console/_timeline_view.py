@@ -73,7 +73,8 @@ class TimelineScreen(Screen[None]):
     def _fetched(self, spans: list[dict[str, Any]], error: str | None) -> None:
         self.spans, self.error = spans, error
         self.fetches += 1
-        self.show()
+        if self.is_attached:  # closed while the spans came: nothing to draw on
+            self.show()
 
     def show(self) -> None:
         """Redraws from the spans fetched and the app's newest snapshot."""

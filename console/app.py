@@ -238,8 +238,12 @@ class MonarchTop(App[None]):
         self.span_pane.show(snap.spans)
         self.throughput_pane.show(snap.transfers)
         self._announce_sessions(snap.sessions)
-        if isinstance(self.screen, (GridScreen, ResourceScreen, TimelineScreen)):
-            self.screen.show()
+        screen = self.screen
+        # a view pushed but not composed yet (a poll between the key and its mount), or one
+        # being closed, has nothing to draw on
+        if isinstance(screen, (GridScreen, ResourceScreen, TimelineScreen)) and \
+                screen.is_mounted and screen.is_attached:
+            screen.show()
 
     def _render_tree(self) -> None:
         self._tree_stale = False

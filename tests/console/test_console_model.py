@@ -268,3 +268,27 @@ def test_the_host_row_counts_procs_as_the_header_does() -> None:
     (host,) = [r for r in model.build_rows(snap) if r.kind == "host"]
     procs = snap.job["counts"]["procs"] - 1  # the fake counts the controller in; the job not
     assert host.note == f"{procs} procs + controller"
+
+
+def test_a_big_mesh_spread_over_many_hosts_starts_folded_on_each():
+    """64 ranks, 4 per host over 16 hosts: folded by the mesh's size (64), not by the 4 a host
+    holds (which showed 16 x 4 actor rows); a mesh of 16 ranks over 4 hosts stays open."""
+    hosts, meshes = [], []
+    for name, size, per_host in (("big", 64, 4), ("small", 16, 4)):
+        meshes.append({"mesh": name, "name": name, "class_name": "W", "procs": "g",
+                       "extent": {"labels": ["hosts", "gpus"],
+                                  "sizes": [size // per_host, per_host]},
+                       "actors": [{"rank": r, "proc": f"p{r}", "state": "running",
+                                   "actor_id": f"{name}[{r}]", "point": {}, "running": []}
+                                  for r in range(size)]})
+    for h in range(16):
+        hosts.append({"id": f"h{h}", "hostname": f"host{h}",
+                      "procs": [{"proc": f"p{r}", "procs": "g", "rank": r, "pid": 10 + r,
+                                 "state": "running", "meshes": ["big"]}
+                                for r in range(4 * h, 4 * h + 4)]})
+    topo = {"hosts": hosts, "meshes": meshes, "failures": [], "services": []}
+    rows = m.build_rows(m.Snapshot({"job_id": "j"}, topo, [], [], None, None, 1.0))
+    labels = [r.label for r in rows]
+    assert labels.count("big") == 16 and not any(label.startswith("big[") for label in labels)
+    assert labels.count("small") == 4 and sum(label.startswith("small[") for label in labels) == 16
+    assert len(rows) == 1 + 16 * 3 + 4 + 16  # job, 16 x (host, procs, big), small on 4 hosts
