@@ -45,7 +45,8 @@ from .._runtime._instrument import RECOVERED_NOTICE, crash_stem
 from .._wire._messages import Notice, ProcExited
 from ..telemetry._batch import encode_batch
 from ..telemetry._recorder import recovered_batch
-from ._agent import HostAgent
+from .._wire._switch import switch
+from ._agent import HostAgent, Prefork, prefork
 
 HEARTBEAT_S = 1.0
 """How often a worker and its controllers tell each other they are alive."""
@@ -133,7 +134,8 @@ class Worker:
     """The worker's state, driven on its runtime's loop."""
 
     def __init__(self, runtime: ProcessRuntime, bind_host: str, forever: bool,
-                 hostname: str | None = None, workspace_dir: Path | None = None) -> None:
+                 hostname: str | None = None, workspace_dir: Path | None = None,
+                 zygote: Prefork | None = None) -> None:
         self.runtime = runtime
         self.bind_host = bind_host
         self.forever = forever
@@ -147,7 +149,7 @@ class Worker:
         self.refused = 0  # peers refused so far (reported on stderr)
         self._gaps = OwnGaps()
         self._swamped = Swamped()
-        self.agent = self._make_agent()
+        self.agent = self._make_agent(zygote)
         self.agent.start()  # the zygote imports the runtime before it is needed
         runtime.notice_handlers.update({
             "attach": self.attach, "fork": self.fork, "signal": self.signal,
@@ -156,13 +158,14 @@ class Worker:
         runtime.call_later(HEARTBEAT_S, self.tick)
         self.write_status()
 
-    def _make_agent(self) -> HostAgent:
-        """The host agent (zygote) that forks this host's procs."""
+    def _make_agent(self, zygote: Prefork | None) -> HostAgent:
+        """The host agent (zygote: `zygote` when forked already) that forks this host's
+        procs."""
         call = self.runtime.call_soon
         env = dict(os.environ, **{WORKSPACE_ENV: str(self.workspace_dir)})
         return HostAgent(on_fork=lambda proc, pid: call(lambda: self.forked(proc, pid)),
                          on_exit=lambda pid, status: call(lambda: self.exited(pid, status)),
-                         on_lost=lambda: None, env=env)
+                         on_lost=lambda: None, env=env, forked=zygote)
 
     def attach(self, body: dict[str, Any]) -> None:
         address = body["controller"]
@@ -333,7 +336,8 @@ def write_json(path: Path, value: Any) -> None:
 
 def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
           ready_file: str | None = None, hostname: str | None = None,
-          workspace_dir: str | None = None, announce: bool = False) -> None:
+          workspace_dir: str | None = None, announce: bool = False,
+          zygote: Prefork | None = None) -> None:
     """Runs a worker listening at `address` (tcp://HOST:PORT; port 0 picks one) in this thread.
 
     Args:
@@ -342,6 +346,7 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
         hostname: the host's name as controllers and users see it (default: the hostname).
         workspace_dir: where `HostMesh.sync_workspace` puts code on this host (default: the
             worker's run directory, removed when it exits).
+        zygote: the host's zygote, forked before this process's threads (`main`).
     """
     runtime = _runtime(address, secret)
 
@@ -354,7 +359,7 @@ def serve(address: str, forever: bool = True, secret: bytes | None = None, *,
     worker = None
     try:
         worker = Worker(runtime, _host_of(split_alias(address)[0]), forever, hostname,
-                        Path(workspace_dir) if workspace_dir else None)
+                        Path(workspace_dir) if workspace_dir else None, zygote)
         if announce:
             print(f"monarch worker listening on {runtime.address}", flush=True)
         if ready_file:
@@ -433,6 +438,9 @@ def _host_of(address: str) -> str:
 
 
 def main() -> None:
+    # first, while this process has one thread: the zygote forked from it starts with the proc
+    # runtime imported (an exec'd one would start an interpreter and import it again)
+    zygote = prefork() if switch("MONARCH_PREFORK_ZYGOTE") else None
     parser = argparse.ArgumentParser(description="A monarch host worker.")
     parser.add_argument("--address", help="tcp://HOST:PORT to listen on (port 0: any)")
     parser.add_argument("--port", type=int, default=22222,
@@ -448,7 +456,8 @@ def main() -> None:
     # SIGTERM (scancel, kill, a test's teardown) ends the worker through its cleanup.
     signal.signal(signal.SIGTERM, _end_on_sigterm)
     serve(address, forever=not args.until_shutdown, ready_file=args.ready_file,
-          hostname=args.hostname, workspace_dir=args.workspace_dir, announce=True)
+          hostname=args.hostname, workspace_dir=args.workspace_dir, announce=True,
+          zygote=zygote)
 
 
 def _end_on_sigterm(signum: int, frame: object) -> None:

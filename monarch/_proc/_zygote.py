@@ -1,9 +1,12 @@
 """The zygote: a pre-imported, single-threaded process that forks procs on request.
 
-Started once per host by the host agent (`python -m monarch._proc._zygote FD`). It speaks
-msgpack over the inherited socket FD: requests `{"op": "fork", "proc", "config"}`,
-`{"op": "signal", "pid", "sig"}`, `{"op": "preload", "modules"}`; events `{"ev": "forked",
-"proc", "pid"}`, `{"ev": "exited", "pid", "status"}` (exit code, or minus the signal number).
+Started once per host by the host agent (`python -m monarch._proc._zygote FD`), or forked by
+a host worker before its threads start (`_host._agent.prefork`: one interpreter's start and
+imports fewer per host). It speaks msgpack over the inherited socket FD: requests
+`{"op": "fork", "proc", "config"}`, `{"op": "signal", "pid", "sig"}`,
+`{"op": "preload", "modules"}`, `{"op": "environ", "env"}` (a forked zygote's environment);
+events `{"ev": "forked", "proc", "pid"}`, `{"ev": "exited", "pid", "status"}` (exit code, or
+minus the signal number).
 It holds no threads and no zmq context, so forking is safe. It dies with its parent
 (PR_SET_PDEATHSIG) and, when its socket closes, SIGKILLs every proc it forked and exits.
 """
@@ -79,6 +82,12 @@ class Zygote:
                     os.kill(pid, request["sig"])
                 except ProcessLookupError:
                     pass
+        elif op == "environ":  # a forked zygote takes the environment an exec'd one is given
+            from .._runtime import _malloc
+
+            os.environ.clear()
+            os.environ.update(request["env"])
+            _malloc.apply_environment(request["env"])
         elif op == "preload":
             for name in request["modules"]:
                 try:

@@ -28,6 +28,8 @@ from typing import Any
 
 M_ARENA_MAX = -8
 """glibc's mallopt parameter number for the arena cap."""
+M_TRIM_THRESHOLD = -1
+"""glibc's mallopt parameter number for the trim threshold."""
 M_MMAP_THRESHOLD = -3
 """glibc's mallopt parameter number for the mmap threshold (setting it stops its climb)."""
 CONTROLLER_MMAP_THRESHOLD = 1 << 20
@@ -70,6 +72,23 @@ def limit_arenas(arenas: int = CONTROLLER_ARENAS,
     if os.environ.get("MALLOC_ARENA_MAX"):
         return False
     return bool(libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def apply_environment(env: dict[str, str]) -> None:
+    """Applies `env`'s MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ now:
+    glibc reads them once, at a process's start, so a process forked from one that started
+    without them (a zygote forked by its host worker) sets them itself. Values above what
+    mallopt takes (an int) are capped there."""
+    libc = _glibc()
+    if libc is None:
+        return
+    for key, param in (("MALLOC_ARENA_MAX", M_ARENA_MAX), ("MALLOC_MMAP_THRESHOLD_",
+                                                           M_MMAP_THRESHOLD),
+                       ("MALLOC_TRIM_THRESHOLD_", M_TRIM_THRESHOLD)):
+        try:
+            libc.mallopt(param, min(int(env[key]), (1 << 31) - 1))
+        except (KeyError, ValueError):
+            pass
 
 
 def arrow_on_malloc() -> bool:
