@@ -1,8 +1,8 @@
 """A host worker forks its zygote at its start (`_host._agent.prefork`) instead of starting a
 fresh interpreter that imports the proc runtime again: the procs must not tell the difference.
-They run with the zygote's environment (the malloc defaults, the workspace), `ps` shows the
-zygote and its procs as a zygote's, not as copies of the worker, and a worker killed with
-SIGKILL takes its zygote and procs with it. `MONARCH_PREFORK_ZYGOTE=0` starts one as before."""
+They run with the zygote's environment (the malloc defaults, the workspace) and no stdin,
+`ps` shows the zygote and its procs as a zygote's, not as copies of the worker, and a worker
+killed with SIGKILL takes its zygote and procs with it. `MONARCH_PREFORK_ZYGOTE=0` starts one as before."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class Where(Actor):
         with open(f"/proc/{zygote}/stat") as f:
             worker = int(f.read().rsplit(")", 1)[1].split()[1])
         return {"pid": os.getpid(), "zygote": zygote, "worker": worker,
+                "stdin": os.readlink("/proc/self/fd/0"),
                 "env": {k: os.environ.get(k) for k in [*MALLOC_DEFAULTS,
                                                        "MONARCH_WORKSPACE_DIR"]}}
 
@@ -67,6 +68,7 @@ def test_procs_of_a_forked_or_started_zygote_are_alike(forked, monkeypatch):
         for f in found:  # the environment of an exec'd zygote, in both cases
             assert f["env"]["MALLOC_ARENA_MAX"] == MALLOC_DEFAULTS["MALLOC_ARENA_MAX"]
             assert f["env"]["MONARCH_WORKSPACE_DIR"]
+            assert f["stdin"] == os.devnull  # a proc never reads the terminal's input
         # a forked zygote started with its worker's environment (no malloc defaults) and was
         # given the zygote's; an exec'd one was started with it
         started_with = environ_of(zygote).get("MALLOC_ARENA_MAX")

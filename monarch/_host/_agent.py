@@ -95,6 +95,9 @@ def prefork() -> Prefork | None:
     if pid == 0:  # the zygote: never returns into the caller
         ours.close()
         os.setsid()  # a session of its own, as an exec'd zygote's (a terminal's ^C is ours)
+        devnull = os.open(os.devnull, os.O_RDONLY)  # no stdin, as an exec'd zygote's
+        os.dup2(devnull, 0)
+        os.close(devnull)
         args = [ZYGOTE, str(theirs.fileno()), str(parent)]
         # as `ps` shows an exec'd zygote (and so its procs), not as the worker it was
         set_cmdline([sys.executable, "-m", *args])

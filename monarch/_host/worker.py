@@ -438,9 +438,6 @@ def _host_of(address: str) -> str:
 
 
 def main() -> None:
-    # first, while this process has one thread: the zygote forked from it starts with the proc
-    # runtime imported (an exec'd one would start an interpreter and import it again)
-    zygote = prefork() if switch("MONARCH_PREFORK_ZYGOTE") else None
     parser = argparse.ArgumentParser(description="A monarch host worker.")
     parser.add_argument("--address", help="tcp://HOST:PORT to listen on (port 0: any)")
     parser.add_argument("--port", type=int, default=22222,
@@ -452,6 +449,9 @@ def main() -> None:
     parser.add_argument("--hostname", help="the host's name as users see it")
     parser.add_argument("--workspace-dir", help="where synced workspaces go on this host")
     args = parser.parse_args()
+    # now, while this process has one thread: the zygote forked from it starts with the proc
+    # runtime imported (an exec'd one would start an interpreter and import it again)
+    zygote = prefork() if switch("MONARCH_PREFORK_ZYGOTE") else None
     address = args.address or f"tcp://{node_address()}:{args.port}"
     # SIGTERM (scancel, kill, a test's teardown) ends the worker through its cleanup.
     signal.signal(signal.SIGTERM, _end_on_sigterm)
