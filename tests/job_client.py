@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from monarch._runtime._pids import proc_stat
 from monarch.actor import Actor, current_rank, endpoint
 
 
@@ -19,8 +20,7 @@ class Where(Actor):
     @endpoint
     def where(self) -> dict:
         zygote = os.getppid()
-        with open(f"/proc/{zygote}/stat") as f:
-            worker = int(f.read().rsplit(")", 1)[1].split()[1])
+        worker = int(proc_stat(zygote)[1])  # the zygote's parent
         return {"point": dict(current_rank()), "pid": os.getpid(), "worker": worker,
                 "node": os.environ.get("SLURMD_NODENAME")}
 

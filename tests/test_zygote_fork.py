@@ -15,6 +15,7 @@ import pytest
 from waiting import wait_gone
 
 from monarch._host._agent import MALLOC_DEFAULTS
+from monarch._runtime._pids import proc_stat
 from monarch.actor import Actor, endpoint
 from monarch.job import ProcessJob
 
@@ -37,8 +38,7 @@ class Where(Actor):
     @endpoint
     def where(self) -> dict:
         zygote = os.getppid()
-        with open(f"/proc/{zygote}/stat") as f:
-            worker = int(f.read().rsplit(")", 1)[1].split()[1])
+        worker = int(proc_stat(zygote)[1])  # the zygote's parent
         return {"pid": os.getpid(), "zygote": zygote, "worker": worker,
                 "stdin": os.readlink("/proc/self/fd/0"),
                 "env": {k: os.environ.get(k) for k in [*MALLOC_DEFAULTS,

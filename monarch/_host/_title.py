@@ -9,13 +9,18 @@ cannot grow past the original's length, and it is best effort: Linux only, else 
 
 from __future__ import annotations
 
+import os
+
+from .._runtime._pids import proc_stat
+
 
 def set_cmdline(args: list[str]) -> bool:
     """Shows `args` as this process's command line (cut to the original's length); False
     where it cannot."""
+    fields = proc_stat(os.getpid())
+    if fields is None:
+        return False
     try:
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
         start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
         room = end - start
         text = b"\0".join(a.encode() for a in args)[:room - 1]
