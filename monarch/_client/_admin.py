@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._runtime._pids import pid_alive, this_host
+from ._pool import Connections
 from ..telemetry import _topology_delta
 from .._runtime._rundir import DISCOVERY, run_root_path
 
@@ -212,7 +213,8 @@ class Stream:
 
 
 class AdminClient:
-    """Talks to one job's admin API. Thread-safe (one connection per request).
+    """Talks to one job's admin API. Thread-safe: each request has a connection to itself,
+    and GETs reuse the ones earlier GETs left open (`_pool`; `close()` ends them).
 
     Args:
         address: `host:port` (or `[v6]:port`).
@@ -228,6 +230,18 @@ class AdminClient:
         self.info = info or {"address": address}
         self.timeout = timeout
         self._host, self._port = host_port(address)
+        self._connections = Connections(self._host, self._port)
+
+    def close(self) -> None:
+        """Closes the connections kept open for the next requests (the client still works:
+        later requests open new ones)."""
+        self._connections.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"AdminClient({self.address!r}, job={self.info.get('job_id')!r})"
@@ -411,7 +425,7 @@ class AdminClient:
         return json.loads(self._request("POST", path, body=body, timeout=_timeout)[1])
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout or self.timeout)
+        return self._connections.new(timeout or self.timeout)
 
     def _headers(self, body: bytes | None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
@@ -424,18 +438,37 @@ class AdminClient:
         if body is not None:
             body = {k: v for k, v in body.items() if v is not None}
         data = json.dumps(body).encode() if body is not None else None
-        conn = self._connection(timeout)
+        if method == "GET":
+            conn, kept = self._connections.take(timeout or self.timeout)
+        else:  # never sent twice: a connection of its own
+            conn, kept = self._connection(timeout), False
         try:
-            conn.request(method, path, data, self._headers(data))
-            response = conn.getresponse()
-            payload = response.read()
+            try:
+                response, payload = self._exchange(conn, method, path, data)
+            except (ConnectionError, http.client.RemoteDisconnected,
+                    http.client.BadStatusLine):
+                if not kept:
+                    raise
+                # the server closed the kept connection meanwhile: the GET once more, anew
+                conn.close()
+                conn, kept = self._connection(timeout), False
+                response, payload = self._exchange(conn, method, path, data)
         except (OSError, http.client.HTTPException) as exc:
+            conn.close()
             raise self._unreachable(exc) from None
-        finally:
+        if method == "GET":
+            self._connections.give_back(conn, response)
+        else:
             conn.close()
         if response.status >= 400:
             raise _error(response.status, payload)
         return response.status, payload
+
+    def _exchange(self, conn: http.client.HTTPConnection, method: str, path: str,
+                  data: bytes | None) -> tuple[http.client.HTTPResponse, bytes]:
+        conn.request(method, path, data, self._headers(data))
+        response = conn.getresponse()
+        return response, response.read()
 
     def _stream(self, path: str, **params: Any) -> Stream:
         query = {k: v for k, v in params.items() if v is not None}

@@ -61,8 +61,37 @@ def parse_addr(text: str) -> tuple[str, int]:
 
 
 class _Server(ThreadingHTTPServer):
+    """Serves each connection on a thread of its own; clients keep them open between requests
+    (`monarch._client._pool`), so `close_connections` ends those at the job's end."""
+
     daemon_threads = True
     admin: AdminServer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()  # by _open_lock
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Ends every open connection (a handler waiting for a kept one's next request
+        returns at once)."""
+        with self._open_lock:
+            found = list(self._open)
+        for sock in found:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         self.admin.errors += 1  # a client that vanished mid-answer: nothing to report
@@ -129,6 +158,7 @@ class AdminServer:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
         self._httpd.server_close()
+        self._httpd.close_connections()
 
     def authorized(self, header: str | None) -> str | None:
         """None if the Authorization header carries the token, else why not."""
