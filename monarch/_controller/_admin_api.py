@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import telemetry
 from ..telemetry import _topology_delta
+from .._runtime import _collector
 from .._wire._switch import on_off
 from . import _admin_views as views
 from ._admin_actions import Actions, BadRequest, NotFound
@@ -41,9 +43,12 @@ class Stream:
             yield [self.convert(r) for r in records if id(r) not in self.skip and self.keep(r)]
 
 
+JSON = "application/json"
+
+
 @dataclasses.dataclass(frozen=True)
 class Binary:
-    """A binary answer (an Arrow IPC stream of query results)."""
+    """A binary answer (an Arrow IPC stream of query results, JSON written already)."""
 
     body: bytes
     content_type: str = "application/vnd.apache.arrow.stream"
@@ -156,10 +161,15 @@ class AdminApi:
                                  self._address()),
                 "top": views.top_line(self.store), "state": "running"}
 
-    def topology(self, p: Params) -> dict[str, Any]:
-        """The whole topology, or what changed since the version `since` (`_topology_delta`)."""
-        return self.versions.answer(views.topology(self.snapshot(), self.store),
-                                    p.text("since"))
+    def topology(self, p: Params) -> Binary:
+        """The whole topology, or what changed since the version `since` (`_topology_delta`),
+        as JSON: built and written with the collector paused (`_runtime._collector`)."""
+        snap, since = self.snapshot(), p.text("since")
+        with _collector.paused():
+            answer = self.versions.answer(views.topology(snap, self.store), since)
+            body = json.dumps(answer, default=str).encode()
+            del answer  # freed here, while no collection can walk it
+        return Binary(body, JSON)
 
     def logs(self, p: Params) -> list[dict[str, Any]]:
         records = self.store.logs(mesh=self._mesh_name(p.text("mesh")), rank=p.integer("rank"),
