@@ -318,8 +318,10 @@ class AdminClient:
 
     def stats(self) -> dict[str, Any]:
         """The store's counters (``store``: held records and bytes, ingested, evicted,
-        subscribers...) and the history's (``history``: files, bytes, records lost before
-        they were written; None when the job keeps none)."""
+        subscribers...), the history's (``history``: files, bytes, records lost before
+        they were written; None when the job keeps none) and what the admin API cost the
+        controller (``admin``: by route, requests and CPU seconds on the thread that served
+        them, ``cpu_s``, and on the controller's I/O thread, ``io_s``)."""
         return self._get("/v1/stats")
 
     def query(self, sql: str, limit: int | None = None, schema: str = "pymonarch",

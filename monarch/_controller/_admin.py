@@ -18,6 +18,7 @@ import secrets
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .._runtime._pids import start_time
 from .._runtime._rundir import DISCOVERY
 from .._wire._switch import switch
+from . import _admin_cost
 from ._admin_actions import ActionError, BadRequest
 from ._admin_api import AdminApi, Binary, Params, Stream, Text
 
@@ -110,7 +112,8 @@ class AdminServer:
         cls = _Server6 if ":" in host else _Server
         self._httpd = cls((host, port), _Handler)
         self._httpd.admin = self
-        self.api = AdminApi(job, lambda: self.address)
+        self.costs = _admin_cost.Costs()
+        self.api = AdminApi(job, lambda: self.address, self.costs)
         self.discovery: Path = Path(job.run_dir) / DISCOVERY
         self.errors = 0
         self._wrote = False  # only the server that wrote the discovery file removes it
@@ -201,6 +204,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(code, {"error": message or explain or "bad request"})
 
     def _dispatch(self, method: str) -> None:
+        started = time.thread_time()
+        _admin_cost.take_io()  # nothing of an earlier request on this connection's thread
+        try:
+            self._route(method)
+        finally:
+            path = urlsplit(self.path).path.rstrip("/") or "/"
+            known = (method, path) in self.server.admin.api.routes
+            self.server.admin.costs.add(f"{method} {path}" if known else "other",
+                                        time.thread_time() - started, _admin_cost.take_io())
+
+    def _route(self, method: str) -> None:
         admin = self.server.admin
         try:
             refusal = admin.authorized(self.headers.get("Authorization"))

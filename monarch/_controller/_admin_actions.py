@@ -23,6 +23,7 @@ from .._runtime._recipients import procs_of
 from .._geometry._selection import SelectionError, select_ranks
 from .._geometry._view import View
 from .._actors._stacks import group_stacks
+from . import _admin_cost
 from ._admin_views import CONTROLLER
 from ._supervisor import RUNNING, STARTING, STOPPING
 
@@ -62,8 +63,21 @@ class Actions:
         self._debug: Any = None
 
     def on_loop(self, fn: Any, *args: Any, timeout: float = 15.0) -> Any:
-        """Runs `fn(*args)` on the I/O thread; returns its result (or raises its exception)."""
-        return self.job._on_io(fn)(*args).get(timeout=timeout)
+        """Runs `fn(*args)` on the I/O thread; returns its result (or raises its exception).
+        Its CPU time there counts to the request (`_admin_cost.io_spent`)."""
+        spent = [0.0]
+
+        def timed(*given: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return fn(*given)
+            finally:
+                spent[0] = time.thread_time() - started
+
+        try:
+            return self.job._on_io(timed)(*args).get(timeout=timeout)
+        finally:
+            _admin_cost.io_spent(spent[0])
 
     # -- targets ---------------------------------------------------------------------------
     def targets(self, mesh: str, selection: str) -> tuple[str, list[tuple[int, Any]]]:

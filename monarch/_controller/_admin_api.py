@@ -17,6 +17,7 @@ from .. import telemetry
 from ..telemetry import _topology_delta
 from .._runtime import _collector
 from .._wire._switch import on_off
+from . import _admin_cost
 from . import _admin_views as views
 from ._admin_actions import Actions, BadRequest, NotFound
 
@@ -112,8 +113,10 @@ def arrow_ipc(table: Any) -> bytes:
 class AdminApi:
     """The routes of one job's admin API."""
 
-    def __init__(self, job: Any, address: Callable[[], str]) -> None:
+    def __init__(self, job: Any, address: Callable[[], str],
+                 costs: _admin_cost.Costs | None = None) -> None:
         self.job = job
+        self.costs = costs or _admin_cost.Costs()
         self.store: telemetry.Store = job.store
         self.actions = Actions(job)
         self.versions = _topology_delta.Versions()
@@ -234,7 +237,8 @@ class AdminApi:
     def stats(self, p: Params) -> dict[str, Any]:
         history = getattr(getattr(self.job, "watcher", None), "history", None)
         return {"store": dataclasses.asdict(self.store.statistics()), "time": time.time(),
-                "history": None if history is None else history.statistics()}
+                "history": None if history is None else history.statistics(),
+                "admin": self.costs.snapshot()}
 
     def query(self, p: Params) -> Any:
         """SQL over the telemetry tables: an Arrow IPC stream, or JSON rows (format=json)."""

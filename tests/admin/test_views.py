@@ -181,3 +181,19 @@ def test_metrics_json_and_prometheus_text(admin, echo):
                         if m["name"] == "messages_handled"} >= procs,
                "every echo proc's messages_handled, by process")
     assert admin.stats()["store"]["held"]["span"] > 0
+
+
+def test_stats_count_what_each_route_costs_the_controller(admin, raw):
+    before = admin.stats()["admin"]
+    for _ in range(3):
+        admin.topology()
+    raw("GET", "/v1/no-such-route")
+    after = admin.stats()["admin"]
+    was = before["routes"].get("GET /v1/topology", {"requests": 0, "cpu_s": 0.0, "io_s": 0.0})
+    now = after["routes"]["GET /v1/topology"]
+    assert now["requests"] == was["requests"] + 3
+    assert now["cpu_s"] > was["cpu_s"] and now["io_s"] > was["io_s"]  # the supervisor read
+    assert after["routes"]["other"]["requests"] >= 1 and "GET /v1/no-such-route" not in after[
+        "routes"]
+    assert after["routes"]["GET /v1/stats"]["requests"] >= 1  # the first call, counted
+    assert after["cpu_s"] > before["cpu_s"]
