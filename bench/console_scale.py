@@ -198,7 +198,7 @@ async def measure_console(client: Any, pid: int, seconds: float,
         while len(app.mesh_tree.rows_shown) < 4 and time.monotonic() < deadline:
             await pilot.pause(0.1)
         await pilot.press("g")
-        direct0 = admin_cpu_s(client)
+        routes0 = admin_routes(client)
         cpu0, mine0, start = cpu_s(pid), time.process_time(), time.monotonic()
         step = 0
         while time.monotonic() - start < seconds:
@@ -213,7 +213,10 @@ async def measure_console(client: Any, pid: int, seconds: float,
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - before)))
         elapsed = time.monotonic() - start
         ctl = 100 * (cpu_s(pid) - cpu0) / elapsed
-        direct = 100 * (admin_cpu_s(client) - direct0) / elapsed
+        routes1 = admin_routes(client)
+        direct = 100 * sum(r["cpu_s"] + r["io_s"] - routes0.get(k, {}).get("cpu_s", 0.0)
+                           - routes0.get(k, {}).get("io_s", 0.0)
+                           for k, r in routes1.items()) / elapsed
         mine = 100 * (time.process_time() - mine0) / elapsed
         stats = app.statistics(window_s=elapsed)
         rows = len(app.mesh_tree.rows_shown)
@@ -223,17 +226,30 @@ async def measure_console(client: Any, pid: int, seconds: float,
             "cursor_moved_ms_max": round(max(moved), 1),
             "controller_cpu_pct_with_console": round(ctl, 1),
             "console_cost_controller_direct_pct": round(direct, 2),
+            "console_request_ms": per_request_ms(routes0, routes1),
             "console_cpu_pct": round(mine, 1), "tree_rows": rows, "presses": len(moved),
             "console_full_gcs": len(pauses),
             "console_full_gc_max_ms": round(max(pauses), 1) if pauses else 0.0}
 
 
-def admin_cpu_s(client: Any) -> float:
-    """CPU seconds the job's admin API spent serving requests so far (`/v1/stats`: on the
-    threads that served them and on the controller's I/O thread), this bench's own stats
-    requests left out."""
+def admin_routes(client: Any) -> dict[str, dict[str, float]]:
+    """The admin API's counts by route (`/v1/stats`), this bench's stats requests left out."""
     routes = client.stats()["admin"]["routes"]
-    return sum(r["cpu_s"] + r["io_s"] for route, r in routes.items() if route != "GET /v1/stats")
+    return {route: r for route, r in routes.items() if route != "GET /v1/stats"}
+
+
+def per_request_ms(before: dict[str, dict[str, float]],
+                   after: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Controller CPU ms per request by route, between two `admin_routes`: [on the serving
+    thread, on the I/O thread, requests]."""
+    out = {}
+    for route, now in after.items():
+        was = before.get(route, {"requests": 0, "cpu_s": 0.0, "io_s": 0.0})
+        n = now["requests"] - was["requests"]
+        if n:
+            out[route] = [round(1000 * (now["cpu_s"] - was["cpu_s"]) / n, 2),
+                          round(1000 * (now["io_s"] - was["io_s"]) / n, 2), n]
+    return out
 
 
 def topology_sizes(client: Any, refresh: float) -> dict[str, Any]:

@@ -204,15 +204,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(code, {"error": message or explain or "bad request"})
 
     def _dispatch(self, method: str) -> None:
-        started = time.thread_time()
         _admin_cost.take_io()  # nothing of an earlier request on this connection's thread
+        _admin_cost.timing(True)
+        started = time.thread_time()
         try:
             self._route(method)
         finally:
+            spent = time.thread_time() - started
+            collected = _admin_cost.timing(False)
             path = urlsplit(self.path).path.rstrip("/") or "/"
             known = (method, path) in self.server.admin.api.routes
             self.server.admin.costs.add(f"{method} {path}" if known else "other",
-                                        time.thread_time() - started, _admin_cost.take_io())
+                                        spent - collected, _admin_cost.take_io(), collected)
 
     def _route(self, method: str) -> None:
         admin = self.server.admin

@@ -313,17 +313,16 @@ class AdminApi:
         """One actor: its topology entry, its flight recorder (the last messages it handled)
         and its status events."""
         mesh, rank = p.text("mesh", required=True), p.integer("rank", required=True)
-        topo = views.topology(self.snapshot(), self.store, only=mesh)
-        found = [(m, a) for m in topo["meshes"] if mesh in (m["mesh"], m["name"])
-                 for a in m["actors"] if a["rank"] == rank]
-        if not found:
+        snap = self.actions.on_loop(views.mesh_snapshot, self.job, mesh)
+        found = views.actor_entry(snap, self.store, rank)
+        if found is None:
             raise NotFound(f"no actor {mesh}[{rank}] in this job; `monarch ps` lists them")
-        m, a = found[-1]
+        m, a = found
         limit = p.integer("limit", 64)
         recent = self.store.messages(actor=a["actor_id"], limit=limit)
         events = [e for e in self.store.status_events() if e.actor == a["actor_id"]]
         return {"mesh": m["name"], "mesh_id": m["mesh"], "class_name": m["class_name"],
-                **a, "stall_s": topo.get("stall_s"),
+                **a, "stall_s": snap["stall_s"],
                 "recent": [views.message_dict(r) for r in reversed(recent)],
                 "events": [views.event_dict(e) for e in events]}
 
@@ -359,7 +358,11 @@ class AdminApi:
 
     # -- debugger --------------------------------------------------------------------------
     def debug_sessions(self, p: Params) -> list[dict[str, Any]]:
-        return self.actions.debugger().list.call_one().get(timeout=30)
+        """The open sessions, read in this process (`_debug.open_sessions`), not asked of the
+        DebugController by a message."""
+        from .._actors._debug import open_sessions
+
+        return open_sessions()
 
     def debug_send(self, p: Params) -> dict[str, Any]:
         ok = self.actions.debugger().send.call_one(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_left
+from collections.abc import Collection
 from itertools import accumulate
 from typing import Any
 
@@ -56,12 +57,43 @@ def _mesh_copy(m: Any) -> dict[str, Any]:
             "extent": (list(m.extent[0]), list(m.extent[1]))}
 
 
+def mesh_snapshot(job: Any, mesh: str) -> dict[str, Any]:
+    """What `actor_entry` needs of the supervisor: the meshes with id or name `mesh`, their
+    failures and the states of their procs (call on the I/O thread). A copy of everything,
+    as `snapshot`, was most of the console's poll of one actor at 1,024 actors."""
+    sup = job.supervisor
+    meshes = [_mesh_copy(m) for m in sup.meshes.values() if mesh in (m.mesh, m.name)]
+    ids = {m["mesh"] for m in meshes}
+    procs = {proc for m in meshes for proc in m["ranks"].values()}
+    return {"meshes": meshes, "failures": [dict(f) for f in sup.failures if f.get("mesh") in ids],
+            "proc_states": {r.proc: r.state for r in sup.procs.values() if r.proc in procs},
+            "stall_s": getattr(job, "stall_s", DEFAULT_STALL_S)}
+
+
+def actor_entry(snap: dict[str, Any], store: telemetry.Store,
+                rank: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(mesh, actor) of rank `rank` of the last mesh of `mesh_snapshot` that has it, the actor
+    as the topology shows it (its counters read from its process's points only); None if no
+    mesh has that rank."""
+    found = [m for m in snap["meshes"] if rank in m["ranks"]]
+    if not found:
+        return None
+    mesh = found[-1]
+    proc = mesh["ranks"][rank]
+    index = MetricIndex.of(store, sources=(proc,))
+    failure = next((f for f in reversed(snap["failures"])
+                    if f.get("mesh") == mesh["mesh"] and f.get("rank") == rank), None)
+    live = Live(store.actor_statuses(), float(snap["stall_s"]))
+    labels, sizes = mesh["extent"]
+    return ({"mesh": mesh["mesh"], "name": mesh["name"], "class_name": mesh["class_name"],
+             "extent": {"labels": labels, "sizes": sizes}},
+            _actor(mesh, rank, index, failure, snap["proc_states"].get(proc), live))
+
+
 # -- topology ---------------------------------------------------------------------------------
 
-def topology(snap: dict[str, Any], store: telemetry.Store,
-             only: str | None = None) -> dict[str, Any]:
-    """Hosts → procs (with counters) and meshes → actors (with counters and failures); with
-    `only` (a mesh's id or name), only that mesh (one actor's detail, polled beside)."""
+def topology(snap: dict[str, Any], store: telemetry.Store) -> dict[str, Any]:
+    """Hosts → procs (with counters) and meshes → actors (with counters and failures)."""
     index = MetricIndex.of(store)
     points = store.metrics(by_process=True, names=_services.METRICS | DERIVED_METRICS)
     procs = [snap["controller"], *snap["procs"]]
@@ -71,8 +103,7 @@ def topology(snap: dict[str, Any], store: telemetry.Store,
                 snap["controller"]["meshes"].append(mesh["mesh"])
     proc_states = {p["proc"]: p["state"] for p in procs}
     live = Live(store.actor_statuses(), float(snap.get("stall_s", DEFAULT_STALL_S)))
-    meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]
-              if only is None or only in (m["mesh"], m["name"])]
+    meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]]
     found = _services.services(points)
     _services.annotate(meshes, found)
     return {"hosts": _hosts(procs, index, snap["proc_extents"]), "meshes": meshes,
@@ -89,17 +120,18 @@ class Live:
         self.statuses, self.stall_s = statuses, stall_s
         self.now_ns = time.time_ns() if now_ns is None else now_ns
 
-    def actor(self, actor_id: str, state: str) -> dict[str, Any]:
+    def actor(self, actor_id: str, state: str) -> tuple[Any, Any, bool]:
         """running (each handler: method, since, running_s, caller, trace_id, stalled),
-        queued_methods and stalled of one actor."""
+        queued_methods and stalled of one actor (sequences; the empty ones are `()`, which
+        costs no allocation: this runs for every actor at every topology poll)."""
         status = self.statuses.get(actor_id)
         if status is None:
-            return {"running": [], "queued_methods": [], "stalled": False}
-        live = state not in (FAILED, STOPPED)
-        running = [handler_dict(h, self.now_ns, self.stall_s) for h in status.running] \
-            if live else []
-        return {"running": running, "queued_methods": list(status.queued_methods),
-                "stalled": any(h["stalled"] for h in running)}
+            return (), (), False
+        queued = tuple(status.queued_methods)
+        if not status.running or state in (FAILED, STOPPED):
+            return (), queued, False
+        running = [handler_dict(h, self.now_ns, self.stall_s) for h in status.running]
+        return running, queued, any(h["stalled"] for h in running)
 
 
 def handler_dict(h: telemetry.RunningHandler, now_ns: int, stall_s: float) -> dict[str, Any]:
@@ -160,13 +192,12 @@ def _actor(mesh: dict[str, Any], rank: int, index: MetricIndex,
     state = mesh["states"].get(rank, STARTING)
     if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
         state = proc_state  # the actor's process is ending or gone
-    now = live.actor(actor_id, state)
+    running, queued, stalled = live.actor(actor_id, state)
     return {"rank": rank, "proc": proc, "state": state, "actor_id": actor_id,
             "label": mesh["labels"].get(rank, ""), "point": mesh["coords"].get(rank, {}),
             "messages": messages, "queue_depth": queue_depth, "latency_p50_ms": p50,
-            "last_method": last_method, "running": now["running"],
-            "queued_methods": now["queued_methods"], "stalled": now["stalled"],
-            "failure": failure.get("report") if failure else None}
+            "last_method": last_method, "running": running, "queued_methods": queued,
+            "stalled": stalled, "failure": failure.get("report") if failure else None}
 
 
 INDEX_METRICS = frozenset({"messages_handled", "handler_latency_seconds", "queue_depth",
@@ -217,11 +248,14 @@ class MetricIndex:
         self._index(named)
 
     @classmethod
-    def of(cls, store: telemetry.Store) -> MetricIndex:
+    def of(cls, store: telemetry.Store, sources: Collection[str] | None = None) -> MetricIndex:
         """The index of `store`'s points, read by name (a job of 1,024 actors holds many
-        more series than these)."""
-        return cls({name: store.metrics(by_process=True, names=(name,))
-                    for name in INDEX_METRICS})
+        more series than these); of the processes `sources` only, when given."""
+        named = {name: store.metrics(by_process=True, names=(name,)) for name in INDEX_METRICS}
+        if sources is not None:
+            named = {name: [p for p in points if p.source in sources]
+                     for name, points in named.items()}
+        return cls(named)
 
     def _index(self, named: dict[str, list[telemetry.MetricPoint]]) -> None:
         procs = self.procs

@@ -197,3 +197,26 @@ def test_stats_count_what_each_route_costs_the_controller(admin, raw):
         "routes"]
     assert after["routes"]["GET /v1/stats"]["requests"] >= 1  # the first call, counted
     assert after["cpu_s"] > before["cpu_s"]
+
+
+def test_one_actor_in_detail_equals_its_topology_row(admin, echo):
+    """`/v1/actor` reads only the one mesh and the one process it needs (not the whole
+    topology, as it did), and shows the actor as the topology does, with its flight recorder
+    and status events."""
+    echo.slice(gpus=1).ping.call(7).get(timeout=30)
+    view = wait_until(lambda: (m := mesh_view(admin, "echo")) and m)
+    for key in (view["mesh"], "echo"):
+        detail = wait_until(lambda: (d := admin.actor(key, 1)) and d["recent"] and d)
+        assert detail["mesh"] == "echo" and detail["mesh_id"] == view["mesh"]
+        assert detail["class_name"] == view["class_name"] and detail["rank"] == 1
+        row = next(a for a in mesh_view(admin, "echo")["actors"] if a["rank"] == 1)
+        for field in ("proc", "state", "actor_id", "label", "point", "last_method", "failure",
+                      "queued_methods", "stalled"):
+            assert detail[field] == row[field], field
+        assert detail["messages"] >= 2 and detail["latency_p50_ms"] > 0
+        assert detail["recent"][0]["method"] == "ping" and detail["stall_s"] > 0
+        assert isinstance(detail["events"], list)
+    with pytest.raises(AdminError, match=r"no actor echo\[9\] in this job"):
+        admin.actor("echo", 9)
+    with pytest.raises(AdminError, match=r"no actor nowhere\[0\]"):
+        admin.actor("nowhere", 0)
