@@ -25,18 +25,6 @@ from ._endpoint import endpoint
 
 CONTROLLER_NAME = "debug_controller"
 
-_open: tuple[dict[str, Any], ...] = ()
-"""The open sessions of this process's DebugController (the job's controller), as `list`
-answers them: replaced whole when one opens or ends, so the admin API reads it from its own
-threads without a message (`monarch top` asks twice a second; each `list` call cost the
-controller ~3 ms at 1,024 actors and put a span of its own in the job's telemetry)."""
-
-
-def open_sessions() -> list[dict[str, Any]]:
-    """The open debug sessions of the job this process controls (none if no actor ever
-    paused: the DebugController is not spawned for that)."""
-    return [dict(info) for info in _open]
-
 
 @dataclasses.dataclass
 class _Session:
@@ -62,18 +50,12 @@ class DebugController(Actor):
     def __init__(self) -> None:
         self.sessions: dict[int, _Session] = {}
         self._ids = itertools.count(1)
-        self._publish()
-
-    def _publish(self) -> None:
-        global _open
-        _open = tuple(dict(s.info) for s in self.sessions.values() if not s.closed)
 
     @endpoint
     async def register(self, info: dict[str, Any], port: Any) -> int:
         """A paused actor opens a session; returns its id."""
         session_id = next(self._ids)
         self.sessions[session_id] = _Session(dict(info, id=session_id), port)
-        self._publish()
         return session_id
 
     @endpoint
@@ -90,7 +72,6 @@ class DebugController(Actor):
         if session is not None:
             session.closed = True
             session.changed.set()
-            self._publish()
 
     @endpoint
     async def list(self, print_output: bool = False) -> List[dict[str, Any]]:

@@ -29,7 +29,7 @@ from .._runtime._rundir import DISCOVERY
 from .._wire._switch import switch
 from . import _admin_cost
 from ._admin_actions import ActionError, BadRequest
-from ._admin_api import AdminApi, Binary, Params, Stream, Text
+from ._admin_api import AdminApi, Binary, Params, Stream, Text, json_bytes
 
 MAX_BODY = 1 << 20
 """Largest request body accepted (bytes)."""
@@ -284,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, result)
 
     def _json(self, code: int, value: Any) -> None:
-        data = json.dumps(value, default=str).encode()
+        data = json_bytes(value)
         self._send(code, data, "application/json")
 
     def _send(self, code: int, data: bytes, content_type: str) -> None:
