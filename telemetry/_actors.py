@@ -27,7 +27,8 @@ from array import array
 from typing import Any
 
 from ._bounded import Bounded
-from ._budget import DEFAULT, Budget, event_bytes, group_bytes
+from ._budget import DEFAULT, Budget, event_bytes
+from ._messagelog import MessageLog
 from ._records import ActorStatus, MessageRecord, StatusEvent
 
 
@@ -351,24 +352,3 @@ def message_rows(groups: Any) -> list[tuple[Any, ...]]:
 def message_records(groups: Any) -> list[MessageRecord]:
     """The `MessageRecord`s of every entry of `groups`, in order."""
     return [MessageRecord(*row) for row in message_rows(groups)]
-
-
-class MessageLog(Bounded[MessageGroup]):
-    """Handled messages by group, the newest kept within ``max_messages`` entries and
-    ``max_bytes`` (whole groups are dropped, oldest first; the newest always stays)."""
-
-    def __init__(self, max_messages: int, max_bytes: int = DEFAULT.of("message")) -> None:
-        super().__init__(max_messages, max_bytes, group_bytes, _entries_in)
-
-    def groups(self, actor: str | None = None) -> list[MessageGroup]:
-        """The groups kept (of one actor, if given), oldest first."""
-        if actor is None:
-            return list(self)
-        return [g for g in self if g[0] == actor]
-
-    def __len__(self) -> int:
-        return self.records
-
-
-def _entries_in(group: MessageGroup) -> int:
-    return len(group[4])

@@ -24,6 +24,20 @@ from .._runtime._context import context
 from ._endpoint import endpoint
 
 CONTROLLER_NAME = "debug_controller"
+ENDED_WAIT_S = 10.0
+"""How long an actor leaving pdb waits for the controller to know (then goes on anyway)."""
+
+_open: tuple[dict[str, Any], ...] = ()
+"""The open sessions of this process's DebugController (the job's controller), as `list`
+answers them: replaced whole when one opens or ends, so the admin API reads it from its own
+threads without a message (`monarch top` asks twice a second; each `list` call cost the
+controller ~3 ms at 1,024 actors and put a span of its own in the job's telemetry)."""
+
+
+def open_sessions() -> list[dict[str, Any]]:
+    """The open debug sessions of the job this process controls (none if no actor ever
+    paused: the DebugController is not spawned for that)."""
+    return [dict(info) for info in _open]
 
 
 @dataclasses.dataclass
@@ -50,12 +64,18 @@ class DebugController(Actor):
     def __init__(self) -> None:
         self.sessions: dict[int, _Session] = {}
         self._ids = itertools.count(1)
+        self._publish()
+
+    def _publish(self) -> None:
+        global _open
+        _open = tuple(dict(s.info) for s in self.sessions.values() if not s.closed)
 
     @endpoint
     async def register(self, info: dict[str, Any], port: Any) -> int:
         """A paused actor opens a session; returns its id."""
         session_id = next(self._ids)
         self.sessions[session_id] = _Session(dict(info, id=session_id), port)
+        self._publish()
         return session_id
 
     @endpoint
@@ -72,6 +92,7 @@ class DebugController(Actor):
         if session is not None:
             session.closed = True
             session.changed.set()
+            self._publish()
 
     @endpoint
     async def list(self, print_output: bool = False) -> List[dict[str, Any]]:
@@ -178,11 +199,20 @@ class RemotePdb(pdb.Pdb):
     def set_continue(self) -> None:
         super().set_continue()
         if not self.breaks:
-            self._controller.ended.broadcast(self._session_id)
+            self._ended()
 
     def set_quit(self) -> None:
         super().set_quit()
-        self._controller.ended.broadcast(self._session_id)
+        self._ended()
+
+    def _ended(self) -> None:
+        """Tells the controller the session ended, and waits until it knows: the actor goes
+        on only then, so whoever sees its call return sees the session gone too (the admin
+        API reads the open sessions without a message, `open_sessions`)."""
+        try:
+            self._controller.ended.call_one(self._session_id).get(timeout=ENDED_WAIT_S)
+        except Exception:  # noqa: BLE001 - the controller is gone or slow: the actor goes on
+            pass
 
 
 def open_session(function: str, lineno: int) -> RemotePdb:

@@ -220,3 +220,32 @@ def test_a_recorders_columns_reach_the_store_whole() -> None:
     assert [(m.method, m.start_ns, m.end_ns) for m in store.messages()] == \
         [("step", i, i + 3) for i in range(30)]
     assert store.statistics().invalid == 0
+
+
+def test_one_actors_flight_records_are_its_own_as_groups_come_and_go() -> None:
+    """The store finds one actor's groups without a walk over all of them (`MessageLog`
+    keeps them apart), and what it finds is what a walk finds, as groups are evicted."""
+    import random
+
+    from monarch.telemetry._messagelog import MessageLog
+
+    rng = random.Random(7)
+    log = MessageLog(max_messages=300)
+    actors = [f"m[{i}]" for i in range(12)]
+    for step in range(400):
+        actor = rng.choice(actors)
+        entries = [(f"s{step}", "root", j, j + 1, "ok", 0) for j in range(rng.randint(1, 30))]
+        log.extend([(actor, "m", int(actor[2:-1]), "p-0", entries)])
+        if step % 37 == 0:
+            for who in actors + ["m[99]"]:
+                assert log.groups(who) == [g for g in log if g[0] == who], (step, who)
+    assert log.records <= 300 and set(log._by_actor) <= set(actors)
+    assert sum(len(found) for found in log._by_actor.values()) == len(list(log))
+    store = Store(max_messages=100)
+    for i in range(3):
+        entries = [(f"m{i}", "root", j, j + 1, "ok", 0) for j in range(50)]
+        store.ingest(batch=[BATCH_VERSION, {"proc": "p-0"}, [], [], [], [], [], [], [], [],
+                            [message_group("a[0]", "a", 0, entries),
+                             message_group("b[0]", "b", 0, entries[:1])]])
+    assert [m.method for m in store.messages(actor="b[0]")] == ["m1", "m2"]
+    assert {m.actor for m in store.messages(actor="a[0]")} == {"a[0]"}
