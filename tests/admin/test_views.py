@@ -220,3 +220,12 @@ def test_one_actor_in_detail_equals_its_topology_row(admin, echo):
         admin.actor("echo", 9)
     with pytest.raises(AdminError, match=r"no actor nowhere\[0\]"):
         admin.actor("nowhere", 0)
+
+
+def test_listing_debug_sessions_spawns_nothing(admin):
+    """The console lists sessions at every poll: the list is read, and no DebugController is
+    spawned into the job for it (it was, on the first poll, before any actor paused)."""
+    before = {m["name"] for m in admin.topology()["meshes"]}
+    for _ in range(3):
+        assert isinstance(admin.sessions(), list)
+    assert {m["name"] for m in admin.topology()["meshes"]} == before
