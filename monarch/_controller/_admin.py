@@ -207,18 +207,20 @@ class _Handler(BaseHTTPRequestHandler):
         _admin_cost.take_io()  # nothing of an earlier request on this connection's thread
         _admin_cost.timing(True)
         started = time.thread_time()
+        url = urlsplit(self.path)
+        key = (method, url.path.rstrip("/") or "/")
         try:
-            self._route(method)
+            self._route(key, url)
         finally:
             spent = time.thread_time() - started
             collected = _admin_cost.timing(False)
-            path = urlsplit(self.path).path.rstrip("/") or "/"
-            known = (method, path) in self.server.admin.api.routes
-            self.server.admin.costs.add(f"{method} {path}" if known else "other",
+            known = key in self.server.admin.api.routes
+            self.server.admin.costs.add(" ".join(key) if known else "other",
                                         spent - collected, _admin_cost.take_io(), collected)
 
-    def _route(self, method: str) -> None:
+    def _route(self, key: tuple[str, str], url: Any) -> None:
         admin = self.server.admin
+        method = key[0]
         try:
             refusal = admin.authorized(self.headers.get("Authorization"))
             if refusal is not None:
@@ -226,8 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(401, {"error": refusal})
                 return
             body = self._body()
-            url = urlsplit(self.path)
-            route = admin.api.routes.get((method, url.path.rstrip("/") or "/"))
+            route = admin.api.routes.get(key)
             if route is None:
                 self._no_route(method, url.path)
                 return
