@@ -253,14 +253,18 @@ def per_request_ms(before: dict[str, dict[str, float]],
 
 
 def topology_sizes(client: Any, refresh: float) -> dict[str, Any]:
-    """The topology's bytes on the wire: whole, and what changed over one poll's interval
-    (what the console gets each poll: `AdminClient.topology(since=...)`)."""
-    whole = client._request("GET", "/v1/topology")[1]
-    time.sleep(refresh)
-    version = json.loads(whole)["version"]
-    since = client._request("GET", f"/v1/topology?since={version}")[1]
-    return {"topology_kb_whole": round(len(whole) / 1024, 1),
-            "topology_kb_since": round(len(since) / 1024, 1)}
+    """The topology's bytes on the wire: whole, what changed over one poll's interval, and
+    the same with every mesh folded (what the console gets each poll of a job whose meshes
+    it shows closed: `AdminClient.topology(since=..., rows=...)`)."""
+    sizes = {}
+    for name, query in (("", ""), ("_folded", "fold=1&")):
+        whole = client._request("GET", f"/v1/topology?{query}")[1]
+        time.sleep(refresh)
+        version = json.loads(whole)["version"]
+        since = client._request("GET", f"/v1/topology?{query}since={version}")[1]
+        sizes[f"topology_kb_whole{name}"] = round(len(whole) / 1024, 1)
+        sizes[f"topology_kb_since{name}"] = round(len(since) / 1024, 1)
+    return sizes
 
 
 def measure(actors: int, seconds: float, refresh: float,

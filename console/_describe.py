@@ -99,11 +99,8 @@ def _status(proc: Mapping[str, Any]) -> str:
 
 def _mesh(row: Row, index: Index, rates: Mapping[str, float]) -> Description:
     mesh = index.meshes[row.ref]
-    actors = mesh.get("actors", [])
-    states: dict[str, int] = {}
-    for actor in actors:
-        state = index.actor_state(mesh, actor)
-        states[state] = states.get(state, 0) + 1
+    actors = mesh.get("actors", [])  # of a folded mesh, only those not simply running
+    states = index.mesh_states(mesh)
     fields: tuple[tuple[str, Any], ...] = (("mesh", mesh["name"]), ("id", mesh["mesh"]), ("class", str(mesh.get("class_name"))),
               ("extent", format_extent(mesh.get("extent"))), ("proc mesh", str(mesh.get("procs"))),
               ("owner", str(mesh.get("owner_id") or "root")),

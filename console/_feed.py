@@ -38,7 +38,8 @@ class Client(Protocol):
 
     def topology(self) -> dict[str, Any]:
         """The whole topology (`AdminClient.topology` also takes `since`, the last one: the
-        feed then gets only what changed, see `monarch.telemetry._topology_delta`)."""
+        feed then gets only what changed, see `monarch.telemetry._topology_delta`; and
+        `rows`, the meshes whose actors to send, every other folded)."""
 
     def spans(self, trace_id: str | None = None, mesh: str | None = None,
               limit: int = 200) -> list[dict[str, Any]]: ...
@@ -86,10 +87,15 @@ class Feed:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._since = "since" in inspect.signature(client.topology).parameters
+        parameters = inspect.signature(client.topology).parameters
+        self._since, self._rows = "since" in parameters, "rows" in parameters
         self._topology: dict[str, Any] | None = None  # the last one polled (poll thread only)
         self.focus: tuple[str, int] | None = None
         """(mesh id, rank) of the actor whose detail each poll also fetches (set by the app)."""
+        self.rows: frozenset[str] | None = None
+        """The meshes (ids) whose actors each poll fetches, every other folded (a summary by
+        host: `AdminClient.topology(rows=...)`); None: every mesh's actors (set by the app).
+        A client without `rows` (a finished job's history) always sends every actor."""
         self._stats = {"polls": 0, "poll_errors": 0, "last_poll_ms": 0.0, "logs_received": 0,
                        "logs_dropped": 0, "log_errors": 0}
 
@@ -166,9 +172,11 @@ class Feed:
 
     def _poll_topology(self) -> dict[str, Any]:
         """The topology; from a client that can, only what changed since the last poll."""
+        asked: dict[str, Any] = {"rows": self.rows} if self._rows else {}
         if not self._since:
-            return self.client.topology()
-        self._topology = self.client.topology(since=self._topology)  # type: ignore[call-arg]
+            return self.client.topology(**asked)
+        self._topology = self.client.topology(since=self._topology,  # type: ignore[call-arg]
+                                              **asked)
         return self._topology
 
     def _poll_loop(self) -> None:

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._model import STALLED, Index, Snapshot, actor_key
+from ._model import STALLED, Index, Snapshot, actor_key, rank_procs
 
 MEASURES = ("state", "queue", "handler", "rate", "metric")
 """What a cell can show: its state; its queue depth; seconds in the handler running now;
@@ -84,7 +84,7 @@ def mesh_extent(mesh: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[int, ..
     extent = mesh.get("extent") or {}
     labels, sizes = tuple(extent.get("labels") or ()), tuple(extent.get("sizes") or ())
     if not labels:
-        return ("rank",), (max((a["rank"] for a in mesh.get("actors", [])), default=-1) + 1,)
+        return ("rank",), (max(rank_procs(mesh), default=-1) + 1,)
     return labels, sizes
 
 
@@ -179,7 +179,7 @@ def lagging(values: Mapping[int, float | None]) -> set[int]:
 def metric_names(points: Iterable[Mapping[str, Any]], mesh: Mapping[str, Any]) -> list[str]:
     """The user metrics the ranks of `mesh` report, among the admin API's per-process metric
     points (`AdminClient.metrics(by_process=True)`), sorted."""
-    procs = {str(a.get("proc")) for a in mesh.get("actors", [])}
+    procs = set(rank_procs(mesh).values())
     return sorted({str(p["name"]) for p in points if p.get("name") not in BUILTIN_METRICS
                    and p.get("type") in ("gauge", "counter", "updown")
                    and str(p.get("source")) in procs})
@@ -191,8 +191,8 @@ def metric_by_rank(points: Iterable[Mapping[str, Any]], name: str,
     (`AdminClient.metrics(by_process=True)`): the series labelled with the rank when there is
     one, else the sum of the rank's process's series."""
     rank_of_proc: dict[str, list[int]] = {}
-    for actor in mesh.get("actors", []):
-        rank_of_proc.setdefault(str(actor.get("proc")), []).append(actor["rank"])
+    for rank, proc in rank_procs(mesh).items():
+        rank_of_proc.setdefault(proc, []).append(rank)
     labelled: dict[int, float] = {}
     summed: dict[int, float] = {}
     for p in points:

@@ -124,6 +124,8 @@ class GridScreen(Screen[None]):
     # -- drawing ---------------------------------------------------------------------------
     def show(self) -> None:
         """Rebuilds the grid from the app's newest snapshot and rates."""
+        if not self.query("#grid-head"):
+            return  # not composed yet, or its widgets already gone (being closed)
         app: Any = self.app
         width = max((self.size.width - 32) // CELL_W, 4)
         shown = grid.build(app.snapshot, self.mesh_id, self.measure, width, app.rates.rates,

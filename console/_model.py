@@ -71,6 +71,42 @@ class Index:
         named = [m for m in self.meshes.values() if m["name"] == info.get("actor_name")]
         return actor_key(named[-1]["mesh"], int(info["rank"])) if named else None
 
+    def mesh_states(self, mesh: Mapping[str, Any], host: str | None = None) -> dict[str, int]:
+        """How many of the mesh's actors (on `host` only, when given) are in each state as the
+        console shows them (`actor_state`: paused in pdb, stalled), folded or not."""
+        if "folded" not in mesh:
+            counts: dict[str, int] = {}
+            for actor in mesh.get("actors", []):
+                if host is None or self.host_of(actor.get("proc")) == host:
+                    state = self.actor_state(mesh, actor)
+                    counts[state] = counts.get(state, 0) + 1
+            return counts
+        summaries = [v for h, v in mesh["folded"].items() if host in (None, h)]
+        counts = {}
+        for summary in summaries:
+            for state, n in summary.get("states", {}).items():
+                counts[state] = counts.get(state, 0) + n
+        shown = set()
+        for actor in mesh.get("actors", []):  # the notable ones: shown as `actor_state` says
+            if host is not None and self.host_of(actor.get("proc")) != host:
+                continue
+            shown.add(actor["rank"])
+            _move(counts, str(actor.get("state") or STARTING), self.actor_state(mesh, actor))
+        procs = None
+        for key in self.sessions:  # a running actor in pdb is not among the notable ones
+            kind, mesh_id, rank = key.split(":", 2)
+            if mesh_id != mesh["mesh"] or int(rank) in shown:
+                continue
+            procs = rank_procs(mesh) if procs is None else procs
+            if host is None or self.host_of(procs.get(int(rank))) == host:
+                _move(counts, RUNNING, PAUSED)
+        return counts
+
+    def host_of(self, proc: Any) -> str | None:
+        """The host id of a proc (None when the topology has no such proc)."""
+        found = self.procs.get(str(proc))
+        return found["host_id"] if found else None
+
     def failure(self, mesh: str, rank: int) -> dict[str, Any] | None:
         """The newest failure report of an actor."""
         name = self.meshes.get(mesh, {}).get("name")
@@ -79,7 +115,7 @@ class Index:
                                                and f.get("mesh_name") == name))]
         return found[-1] if found else None
 
-    def actor_state(self, mesh: dict[str, Any], actor: dict[str, Any]) -> str:
+    def actor_state(self, mesh: Mapping[str, Any], actor: Mapping[str, Any]) -> str:
         """running / failed / stopped / starting, or paused when it sits in pdb."""
         key = actor_key(mesh["mesh"], actor["rank"])
         if key in self.sessions and actor.get("state") not in (FAILED, STOPPED):
@@ -87,6 +123,30 @@ class Index:
         if actor.get("stalled") and actor.get("state") == RUNNING:
             return STALLED
         return str(actor.get("state") or STARTING)
+
+
+def rank_procs(mesh: Mapping[str, Any]) -> dict[int, str]:
+    """Each rank's proc: from a folded mesh's `rank_procs`, else from its actors."""
+    if "rank_procs" in mesh:
+        return {int(rank): str(proc) for rank, proc in mesh["rank_procs"]}
+    return {a["rank"]: str(a.get("proc", "")) for a in mesh.get("actors", [])}
+
+
+def mesh_size(mesh: Mapping[str, Any]) -> int:
+    """How many actors the mesh has (folded or not)."""
+    if "rank_procs" in mesh:
+        return len(mesh["rank_procs"])
+    return len(mesh.get("actors", []))
+
+
+def _move(counts: dict[str, int], before: str, after: str) -> None:
+    """Counts one actor under `after` instead of `before`."""
+    if before == after or not counts.get(before):
+        return
+    counts[before] -= 1
+    if not counts[before]:
+        del counts[before]
+    counts[after] = counts.get(after, 0) + 1
 
 
 def actor_key(mesh: str, rank: int) -> str:
@@ -181,7 +241,8 @@ class _TreeBuilder:
                visible: bool) -> Row:
         names = {p["proc"] for p in procs}
         meshes = [m for m in self.index.meshes.values() if m.get("procs") == group
-                  and any(a.get("proc") in names for a in m.get("actors", []))]
+                  and (host["id"] in m.get("folded", ())
+                       or any(a.get("proc") in names for a in m.get("actors", [])))]
         key = f"procs:{host['id']}:{group}"
         at, is_open = len(self.rows), self._open(key, "procs", len(meshes))
         kids = [self._mesh(host, m, names, visible and is_open) for m in meshes]
@@ -201,18 +262,27 @@ class _TreeBuilder:
         key = f"mesh:{host['id']}:{mesh['mesh']}"
         # folds by the mesh's whole size: 64 ranks over 16 hosts are 16 groups of 4 otherwise,
         # every one open (a tree of 1,317 rows at 1,024 actors)
-        at, is_open = len(self.rows), self._open(key, "mesh", len(mesh.get("actors", [])))
+        at, is_open = len(self.rows), self._open(key, "mesh", mesh_size(mesh))
         kids = [self._actor(mesh, a, visible and is_open) for a in actors]
         extent = format_extent(mesh.get("extent"))
-        failed = sum(k.state == FAILED for k in kids)
+        summary = mesh.get("folded", {}).get(host["id"])
+        if summary is None:
+            failed = sum(k.state == FAILED for k in kids)
+            state = _worst(k.state for k in kids) if kids else STARTING
+            figures = (_sum(k.rate for k in kids), _sum(k.queue for k in kids),
+                       _max(k.p50_ms for k in kids), _newest_method(kids))
+        else:  # the job sent this mesh folded (`AdminClient.topology(rows=...)`)
+            states = self.index.mesh_states(mesh, host["id"])
+            failed = states.get(FAILED, 0)
+            state = _worst(states) if states else STARTING
+            figures = (self.rates.get(key), summary.get("queue_depth"),
+                       summary.get("latency_p50_ms"), summary.get("last_method"))
         short_class = str(mesh.get("class_name", "")).rsplit(".", 1)[-1]
         note = f"{short_class} {extent}" + (f" · {failed} failed" if failed else "")
         if mesh.get("service"):  # first: the note column is narrow
             note = f"{service_note(mesh['service'])} · {note}"
-        row = Row(key, "mesh", 3, mesh["name"], _worst(k.state for k in kids) if kids else
-                  STARTING, mesh["mesh"], bool(actors), is_open, _sum(k.rate for k in kids),
-                  _sum(k.queue for k in kids), _max(k.p50_ms for k in kids),
-                  _newest_method(kids), note.strip())
+        row = Row(key, "mesh", 3, mesh["name"], state, mesh["mesh"],
+                  bool(actors) or summary is not None, is_open, *figures, note.strip())
         if visible:
             self.rows.insert(at, row)
         return row
@@ -380,8 +450,8 @@ def target_of(snapshot: Snapshot, row: Row | None, slice_text: str = "") -> Targ
 def mesh_target(index: Index, mesh: dict[str, Any], ranks: list[int],
                 selection: str) -> Target:
     """The target of `ranks` of an actor mesh (`selection` is their text for the admin API)."""
-    by_rank = {a["rank"]: a for a in mesh.get("actors", [])}
-    procs = tuple((by_rank[r]["proc"], index.procs.get(by_rank[r]["proc"], {}).get("pid"))
+    by_rank = rank_procs(mesh)
+    procs = tuple((by_rank[r], index.procs.get(by_rank[r], {}).get("pid"))
                   for r in ranks if r in by_rank)
     single = ranks[0] if len(ranks) == 1 else None
     return Target("mesh", mesh["mesh"], mesh["name"], selection, tuple(ranks), procs, single)
@@ -462,9 +532,31 @@ class RateTracker:
 
 
 def actor_counters(snapshot: Snapshot) -> dict[str, float]:
-    """messages handled (cumulative) by actor key."""
-    return {key: float(actor.get("messages") or 0)
-            for key, (_, actor) in Index(snapshot).actors.items()}
+    """messages handled (cumulative) by actor key, and by the row key of a folded mesh on a
+    host (`mesh:<host>:<mesh>`: its actors' messages together)."""
+    index = Index(snapshot)
+    counters = {key: float(actor.get("messages") or 0)
+                for key, (_, actor) in index.actors.items()}
+    for mesh in index.meshes.values():
+        for host, summary in (mesh.get("folded") or {}).items():
+            counters[f"mesh:{host}:{mesh['mesh']}"] = float(summary.get("messages") or 0)
+    return counters
+
+
+def wanted_rows(snapshot: Snapshot, expanded: Mapping[str, bool]) -> frozenset[str]:
+    """The meshes (ids) whose actors the tree shows: those with a row open, by the user's
+    choice (`expanded`) or by default (`default_expanded`: the small ones). The console asks
+    the job for these meshes' rows and every other folded (`AdminClient.topology(rows=...)`).
+    """
+    index = Index(snapshot)
+    wanted = set()
+    for mesh_id, mesh in index.meshes.items():
+        hosts = mesh.get("folded") or {index.host_of(a.get("proc"))
+                                       for a in mesh.get("actors", [])}
+        default = default_expanded("mesh", mesh_size(mesh))
+        if not hosts or any(expanded.get(f"mesh:{host}:{mesh_id}", default) for host in hosts):
+            wanted.add(mesh_id)
+    return frozenset(wanted)
 
 
 def breadcrumb(rows: Sequence[Row], selected: Row | None) -> str:

@@ -112,6 +112,8 @@ class ResourceScreen(Screen[None]):
 
     def show(self) -> None:
         """Rebuilds the rows from the app's newest snapshot (the cursor stays on its row)."""
+        if not self.query("#resource-head"):
+            return  # not composed yet, or its widgets already gone (being closed)
         app: Any = self.app
         shown = resources.table(self.kind, app.snapshot, app.rates.rates, self.local)
         items = [i for i in shown.items if self.filter.matches_any(i.cells)]

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._format import fmt_bytes
-from ._model import FAILED, Index, Snapshot, actor_key, format_extent, running_note
+from ._model import (FAILED, Index, Snapshot, actor_key, format_extent, mesh_size,
+                     running_note)
 
 RESOURCES = ("meshes", "procs", "actors", "services", "weights", "tensors", "transfers",
              "spans", "jobs", "allocations")
@@ -62,18 +63,31 @@ def _meshes(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
             jobs: Any) -> tuple[tuple[str, ...], list[Item]]:
     items = []
     for mesh in index.meshes.values():
-        actors = mesh.get("actors", [])
-        states = [index.actor_state(mesh, a) for a in actors]
-        rate = sum(rates.get(actor_key(mesh["mesh"], a["rank"]), 0.0) for a in actors)
-        failed = sum(s == FAILED for s in states)
+        states = index.mesh_states(mesh)
+        failed = states.get(FAILED, 0)
         worst = FAILED if failed else _most_common(states)
         items.append(Item((mesh["name"], str(mesh.get("class_name", "")).rsplit(".", 1)[-1],
-                           format_extent(mesh.get("extent")), str(len(actors)), worst,
-                           str(failed), f"{rate:.1f}",
-                           str(sum(a.get("queue_depth") or 0 for a in actors)),
-                           str(mesh.get("procs", ""))), "mesh", mesh["mesh"]))
+                           format_extent(mesh.get("extent")), str(mesh_size(mesh)),
+                           worst, str(failed), f"{_mesh_rate(mesh, rates):.1f}",
+                           str(_mesh_queue(mesh)), str(mesh.get("procs", ""))),
+                          "mesh", mesh["mesh"]))
     return ("NAME", "CLASS", "EXTENT", "RANKS", "STATE", "FAILED", "MSG/S", "QUEUED",
             "PROC MESH"), items
+
+
+def _mesh_rate(mesh: Mapping[str, Any], rates: Mapping[str, float]) -> float:
+    """messages/s of a mesh: its actors' rates, or its folded rows' (by host)."""
+    if "folded" in mesh:
+        return sum(rates.get(f"mesh:{host}:{mesh['mesh']}", 0.0) for host in mesh["folded"])
+    return sum(rates.get(actor_key(mesh["mesh"], a["rank"]), 0.0)
+               for a in mesh.get("actors", []))
+
+
+def _mesh_queue(mesh: Mapping[str, Any]) -> int:
+    """Messages queued in a mesh's actors (folded or not)."""
+    if "folded" in mesh:
+        return sum(int(h.get("queue_depth") or 0) for h in mesh["folded"].values())
+    return sum(a.get("queue_depth") or 0 for a in mesh.get("actors", []))
 
 
 def _procs(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
@@ -115,7 +129,7 @@ def _services(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
                            mesh["name"], str(service.get("state", "")),
                            str(service.get("outstanding", 0)),
                            "yes" if service.get("current", True) else "replaced",
-                           str(len(mesh.get("actors", [])))), "mesh", mesh["mesh"]))
+                           str(mesh_size(mesh))), "mesh", mesh["mesh"]))
     return ("SERVICE", "REPLICA", "MESH", "STATE", "OUTSTANDING", "CURRENT", "RANKS"), items
 
 
@@ -132,8 +146,7 @@ def _tensors(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
     items = []
     for engine in (snapshot.topology or {}).get("tensor_engines") or []:
         mesh = index.meshes.get(engine["mesh"], {})
-        actors = mesh.get("actors", [])
-        states = [index.actor_state(mesh, a) for a in actors]
+        states = index.mesh_states(mesh) if mesh else {}
         state = FAILED if FAILED in states else _most_common(states) if mesh else "gone"
         ops, batches = int(engine.get("ops", 0)), int(engine.get("batches", 0))
         items.append(Item((str(mesh.get("name", engine["mesh"])),
@@ -208,6 +221,7 @@ _BUILDERS = {"meshes": _meshes, "procs": _procs, "actors": _actors, "services": 
              "jobs": _jobs, "allocations": _allocations}
 
 
-def _most_common(states: list[str]) -> str:
-    return max(set(states), key=states.count) if states else "starting"
+def _most_common(states: Mapping[str, int]) -> str:
+    """The state most actors are in (`starting` when none)."""
+    return max(states, key=lambda state: states[state]) if states else "starting"
 

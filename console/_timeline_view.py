@@ -78,6 +78,8 @@ class TimelineScreen(Screen[None]):
 
     def show(self) -> None:
         """Redraws from the spans fetched and the app's newest snapshot."""
+        if not self.query("#timeline-head"):
+            return  # not composed yet, or its widgets already gone (closed as spans came)
         mesh = model.Index(self.app.snapshot).meshes.get(self.mesh_id)  # type: ignore
         head = self.query_one("#timeline-head", Static)
         body = self.query_one("#timeline-body", Static)

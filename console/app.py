@@ -51,6 +51,8 @@ from ._timeline_view import TimelineScreen
 from ._tree import MeshTree
 
 TICK_S = 0.1
+EVERY_ACTOR = frozenset({"actors"})
+"""The resource views that list every actor (the job then sends no mesh folded)."""
 """How often the screen takes new data from the feed."""
 LOG_RENDER_S = 0.25
 """The log pane re-renders at most this often (4 Hz) however fast lines arrive."""
@@ -158,6 +160,7 @@ class MonarchTop(App[None]):
         self._log_rendered = (0.0, -1, "")
         self._error: str | None = None
         self._seen_sessions: set[Any] = set()
+        self._rows_key: tuple[Any, ...] = ()
         self.ended: dict[str, Any] | None = None
         """How the job ended, once its admin API stopped answering and its controller is
         gone (state, exit code, reason); None while it runs."""
@@ -210,11 +213,35 @@ class MonarchTop(App[None]):
             self.apply(snap)
         elif self._tree_stale and len(self.screen_stack) <= 1:
             self._render_tree()
+        self._ask_rows()
         self.logs.extend(self.feed.take_logs())
         rendered = self._render_logs()
         self._ticks.append(_Tick(started, lag, snap is not None, rendered))
         if snap is not None:
             self._render_header()
+
+    def _ask_rows(self) -> None:
+        """Tells the feed which meshes' actors to fetch (issue 32: at a thousand actors the
+        job sends the others folded, a summary by host): those the tree shows open, the
+        grid's or timeline's mesh, every one under the `:actors` view. Polls again at once
+        when that changed (a mesh just opened shows its actors within one request)."""
+        if self.snapshot.topology is None:
+            return  # every actor until the job's meshes are known
+        screens = tuple(self.screen_stack)
+        key = (id(self.snapshot), tuple(self.expanded.items()), tuple(map(id, screens)))
+        if key == self._rows_key:
+            return
+        self._rows_key = key
+        wanted: frozenset[str] | None = model.wanted_rows(self.snapshot, self.expanded)
+        for screen in screens:
+            if isinstance(screen, (GridScreen, TimelineScreen)):
+                wanted = wanted | {screen.mesh_id}  # type: ignore[operator]
+            elif isinstance(screen, ResourceScreen) and screen.kind in EVERY_ACTOR:
+                wanted = None
+                break
+        if wanted != self.feed.rows:
+            self.feed.rows = wanted
+            self.feed.poke()
 
     def apply(self, snap: model.Snapshot) -> None:
         """Shows a new snapshot (keeps the last good topology when this poll failed; says so

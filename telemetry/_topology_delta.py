@@ -12,9 +12,10 @@ come whole):
 
 - a host or mesh equal to the one of `since` is `{"id": ID, "same": true}` (`"mesh"` for a
   mesh);
-- one whose procs (actors) are the same ones in the same order comes as its own keys with
-  `changed`, the procs (actors) that differ, each as its key (`proc`, `rank`) and the fields
-  that differ (or whole, with `whole`, when its fields themselves differ);
+- one whose procs (actors) are the same ones in the same order (and that lost no key) comes
+  as its id, its own keys that differ, and `changed`: the procs (actors) that differ, each as
+  its key (`proc`, `rank`) and the fields that differ (or whole, with `whole`, when its fields
+  themselves differ);
 - any other comes whole.
 
 The client must hold `since` unchanged: `apply` shares every part that did not change.
@@ -105,9 +106,11 @@ def _part(new: dict[str, Any], old: dict[str, Any] | None, ident: str, children:
         return {ident: new[ident], "same": True}
     rows, old_rows = new.get(children), old.get(children)
     if rows is None or old_rows is None or len(rows) != len(old_rows) or any(
-            r[key] != o[key] for r, o in zip(rows, old_rows)):
+            r[key] != o[key] for r, o in zip(rows, old_rows)) or old.keys() - new.keys():
         return new
-    out = {k: v for k, v in new.items() if k != children}
+    # a folded mesh's rank → proc pairs (1,024 of them) do not change from poll to poll
+    out = {k: v for k, v in new.items() if k != children and (k not in old or old[k] != v)}
+    out[ident] = new[ident]
     out["changed"] = [_row(r, o, key) for r, o in zip(rows, old_rows) if r != o]
     return out
 
@@ -130,6 +133,8 @@ def _rebuilt(part: dict[str, Any], before: dict[str, dict[str, Any]], ident: str
         return old
     rows = list(old[children])
     at = {row[key]: i for i, row in enumerate(rows)}
+    merged = {k: v for k, v in old.items() if k != children}
+    merged.update(part)
     for change in part["changed"]:
         i = at.get(change[key])
         if i is None:
@@ -137,6 +142,6 @@ def _rebuilt(part: dict[str, Any], before: dict[str, dict[str, Any]], ident: str
                              f"{part[ident]!r}, which the topology given does not hold")
         rows[i] = ({k: v for k, v in change.items() if k != "whole"} if change.get("whole")
                    else {**rows[i], **change})
-    out = {k: v for k, v in part.items() if k != "changed"}
-    out[children] = rows
-    return out
+    merged.pop("changed")
+    merged[children] = rows
+    return merged

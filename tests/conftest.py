@@ -66,8 +66,16 @@ _SESSION: dict[str, Any] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    import signal
     import tempfile
 
+    # A runner that starts the suite in the background (`bash .ci/run &` from a script) hands
+    # it SIGINT ignored, and every process a test starts would inherit that: tests that end a
+    # follower with SIGINT (Ctrl-C) would wait forever. Caught here, it is default again in
+    # every child. (A fault ends a controller with SIGINT ignored too: test_controller_lifetime
+    # starts one so, on purpose.)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if "root" in _SESSION or os.environ.get("MONARCH_TEST_TMP_OWNER"):
         return  # a pytest started by a test: it lives in its parent session's directory
     root = tempfile.mkdtemp(prefix="mts-")  # short: ipc socket paths must fit in 108 bytes

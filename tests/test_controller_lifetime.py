@@ -97,6 +97,30 @@ def test_the_interrupt_of_an_unhandled_failure_is_not_lost_in_a_finalizer(tmp_pa
     assert "Exception ignored" not in out.stderr
 
 
+def test_a_fault_ends_a_script_started_with_sigint_ignored(tmp_path):
+    """A script started in the background by a shell (`python train.py &` in a batch script)
+    inherits SIGINT ignored, and Python sets no handler: the fault's interrupt was dropped and
+    the script went on ("not reached", status 0). It ends now, and a SIGINT from outside is
+    still ignored, as its parent asked."""
+    path = script(tmp_path, '''
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+        mesh = procs.spawn("doomed", A)
+        mesh.pid.call().get()
+        os.kill(os.getpid(), signal.SIGINT)  # from outside: ignored, as before
+        mesh.pid.call().get()
+        print("still here", flush=True)
+        mesh.slice(gpus=1).explode.broadcast(); mesh.slice(gpus=0).wait.call_one(60).get()
+        print("not reached", flush=True)
+    ''')
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=90, cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert out.stdout.splitlines() == ["still here"], out.stderr[-3000:]
+    assert out.returncode == -signal.SIGINT  # ended by SIGINT, as an uncaught Ctrl-C
+    assert "Unhandled monarch error on the root actor, hostname=" in out.stderr
+    assert "RuntimeError: boom in broadcast" in out.stderr
+
+
 @pytest.mark.parametrize("ending", ["sigkill", "exit", "exception"])
 def test_no_orphans_when_the_controller_ends(tmp_path, ending):
     finish = {

@@ -116,6 +116,23 @@ class _MainInterrupt:
         self._again = threading.Event()
         self._armed = False
 
+    def prepare(self) -> None:
+        """Makes sure a fault's SIGINT reaches the main thread (call at the job's start).
+
+        A script started in the background by a shell (`python train.py &` in a batch
+        script, a CI runner) inherits SIGINT ignored, and Python then installs no handler: a
+        fault's interrupt was dropped and the script went on as if nothing had failed. On the
+        main thread, an ignored SIGINT gets a handler that raises KeyboardInterrupt once a
+        fault asked for it and ignores every other SIGINT, as before."""
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set a handler; a job rarely starts elsewhere
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self._armed:
+            raise KeyboardInterrupt
+
     def deliver(self) -> None:
         with self._lock:
             if not self._armed:
@@ -145,6 +162,7 @@ class _MainInterrupt:
 
 
 _MAIN_INTERRUPT = _MainInterrupt()
+prepare_main_interrupt = _MAIN_INTERRUPT.prepare
 
 
 # Returns the hook in force now: `monarch.actor` registers a lookup of its module attribute,

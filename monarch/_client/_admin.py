@@ -20,6 +20,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -252,7 +253,8 @@ class AdminClient:
         counts (hosts, procs, procs_live, meshes, actors, failures)."""
         return self._get("/v1/job")
 
-    def topology(self, since: dict[str, Any] | None = None) -> dict[str, Any]:
+    def topology(self, since: dict[str, Any] | None = None,
+                 rows: Collection[str] | None = None) -> dict[str, Any]:
         """`{"hosts": [{id, hostname, procs: [...]}], "meshes": [{..., actors: [...]}],
         "failures": [...], "services": [...], "version": ...}` with state, pid and counters; a
         service is {name, router, router_proc, state, replicas: [{replica, generation, mesh,
@@ -264,15 +266,34 @@ class AdminClient:
             since: a topology this method returned before (a poller's last one): the job then
                 sends only what changed since, and the answer is put together from it, sharing
                 the parts that did not change (change neither). The same topology either way.
+            rows: the meshes (ids or names) whose every actor is wanted; any other mesh comes
+                folded: `actors` holds only its actors that are not simply running (failed,
+                stopped, starting, stalled), `folded` a summary by host id (actors, states,
+                messages, queue_depth, latency_p50_ms, last_method, stalled) and `rank_procs`
+                each rank's proc as [rank, proc] pairs. None (the default): every actor.
+                What a console asks for when it shows a thousand actors' meshes folded.
+
+        Raises:
+            TypeError: `rows` is a string (a mesh's name is one item: pass `[name]`).
+            ValueError: an item of `rows` holds a comma (ask by the mesh's id instead).
         """
+        if isinstance(rows, str):
+            raise TypeError(f"rows must be a collection of mesh ids or names, not the string "
+                            f"{rows!r} (pass [{rows!r}])")
+        if rows is not None and any("," in str(r) for r in rows):
+            raise ValueError(f"rows names meshes by id or name without a comma, got "
+                             f"{sorted(map(str, rows))!r}")
         version = since.get("version") if since else None
-        answer = self._get("/v1/topology", since=version)
+        fold: dict[str, Any] = {}
+        if rows is not None:
+            fold = {"fold": "1", "rows": ",".join(sorted(map(str, rows))) or None}
+        answer = self._get("/v1/topology", since=version, **fold)
         if since is None or "since" not in answer:
             return answer
         try:
             return _topology_delta.apply(answer, since)
         except _topology_delta.DeltaError:  # `since` was changed: the whole topology again
-            return self._get("/v1/topology")
+            return self._get("/v1/topology", **fold)
 
     def logs(self, mesh: str | None = None, rank: int | None = None, text: str | None = None,
              since_hlc: int | None = None, limit: int = 500) -> list[dict[str, Any]]:

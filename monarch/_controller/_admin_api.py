@@ -174,10 +174,16 @@ class AdminApi:
 
     def topology(self, p: Params) -> Binary:
         """The whole topology, or what changed since the version `since` (`_topology_delta`),
-        as JSON: built and written with the collector paused (`_runtime._collector`)."""
+        as JSON: built and written with the collector paused (`_runtime._collector`). With
+        `fold`, every mesh but those named in `rows` (comma-separated ids or names) comes
+        folded: a summary by host and its actors that are not simply running
+        (`views._folded`), what a console needs of a mesh whose rows it does not show."""
         snap, since = self.snapshot(), p.text("since")
+        rows = None
+        if p.flag("fold"):  # every mesh folded but those `rows` names (ids or names)
+            rows = frozenset(filter(None, (p.text("rows") or "").split(",")))
         with _collector.paused():
-            answer = self.versions.answer(views.topology(snap, self.store), since)
+            answer = self.versions.answer(views.topology(snap, self.store, rows), since)
             body = json_bytes(answer)
             del answer  # freed here, while no collection can walk it
         return Binary(body, JSON)

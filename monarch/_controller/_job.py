@@ -169,6 +169,7 @@ class Job:
         self.exit_code, self.exit_reason = 0, ""
         """How the script ended, for its history (`monarch jobs`): see `_record_exit`."""
         self._record_exit()
+        _supervision.prepare_main_interrupt()  # a fault ends the script even if SIGINT is ignored
         install_log_prefix()
         _instrument.start_process(self.runtime, enabled=self.telemetry_enabled, ship_to=None,
                                   ingest=self.store.ingest, capture=False)

@@ -49,6 +49,16 @@ def test_kill_and_stop_exactly_the_selected_ranks(admin, fault_log, echo_class):
         _, view = pids(admin, "victims")
         assert [a["state"] for a in view["actors"]] == ["stopped", "stopped", "failed",
                                                         "running"]
+        # folded (as `monarch top` asks for a big mesh): the actors not simply running come
+        # as rows, the failed one with its failure; the summary counts every state
+        (folded,) = [m for m in admin.topology(rows=[])["meshes"] if m["name"] == "victims"]
+        assert [(a["rank"], a["state"]) for a in folded["actors"]] == [
+            (0, "stopped"), (1, "stopped"), (2, "failed")]
+        assert folded["actors"] == view["actors"][:3]
+        (summary,) = folded["folded"].values()
+        assert summary["states"] == {"stopped": 2, "failed": 1, "running": 1}
+        assert summary["actors"] == 4
+        assert folded["rank_procs"] == [[a["rank"], a["proc"]] for a in view["actors"]]
     finally:
         pm.stop().get(timeout=30)
 

@@ -76,6 +76,50 @@ def test_topology_since_the_last_poll_sends_what_changed(admin, echo):
     wait_until(same_as_whole)
 
 
+def test_a_folded_mesh_sums_what_its_rows_would_show(admin, echo, job):
+    """`rows=`: the meshes named come with every actor, the others folded, a summary by host
+    of what their rows hold (what `monarch top` asks for a thousand actors)."""
+    echo.ping.call(3).get(timeout=30)
+
+    def both():  # a whole and a folded topology of the same counts (the job is quiet)
+        whole = mesh_view(admin, "echo")
+        if any(a["queue_depth"] or a["latency_p50_ms"] is None or a["last_method"] != "ping"
+               for a in whole["actors"]):
+            return None  # the call's telemetry is still on its way
+        folded = next(m for m in admin.topology(rows=[])["meshes"] if m["name"] == "echo")
+        again = mesh_view(admin, "echo")
+        return whole == again and (whole, folded)
+
+    whole, folded = wait_until(both)
+    assert folded["actors"] == []  # every actor runs: none is notable
+    (summary,) = folded["folded"].values()
+    assert list(folded["folded"]) == ["local"]
+    actors = whole["actors"]
+    assert summary["actors"] == 4 and summary["states"] == {"running": 4}
+    assert summary["messages"] == sum(a["messages"] for a in actors)
+    assert summary["queue_depth"] == sum(a["queue_depth"] for a in actors)
+    assert summary["last_method"] == "ping" and summary["stalled"] == 0
+    assert 0 < summary["latency_p50_ms"] <= max(a["latency_p50_ms"] for a in actors)
+    assert folded["rank_procs"] == [[a["rank"], a["proc"]] for a in actors]
+    for key in ("mesh", "name", "class_name", "extent", "procs", "owner_id"):
+        assert folded[key] == whole[key]
+    for named in ([whole["mesh"]], ["echo"]):  # by id or by name: every actor
+        shown = next(m for m in admin.topology(rows=named)["meshes"] if m["name"] == "echo")
+        assert "folded" not in shown and len(shown["actors"]) == 4
+    # changed-since works across folding: the same topology a whole request gets
+    first = admin.topology(rows=[])
+    echo.ping.call(4).get(timeout=30)
+    again = wait_until(lambda: (t := admin.topology(since=first, rows=[])) and next(
+        m for m in t["meshes"] if m["name"] == "echo")["folded"]["local"]["messages"]
+        > summary["messages"] and t)
+    assert next(m for m in again["meshes"] if m["name"] == "echo")["rank_procs"] == \
+        folded["rank_procs"]
+    with pytest.raises(TypeError, match="not the string"):
+        admin.topology(rows="echo")
+    with pytest.raises(ValueError, match="without a comma"):
+        admin.topology(rows=["a,b"])
+
+
 def echo_id(topo):
     return next(m["mesh"] for m in topo["meshes"] if m["name"] == "echo")
 

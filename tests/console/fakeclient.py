@@ -41,12 +41,45 @@ def topology() -> dict[str, Any]:
             "failures": [failure]}
 
 
+def fold(topo: dict[str, Any], rows: Any) -> dict[str, Any]:
+    """`topo` as the job sends it for `AdminClient.topology(rows=rows)`: every mesh not named
+    in `rows` folded (a summary by host, its actors not simply running, each rank's proc).
+    The summary's latency is its actors' largest median here (the job's merges histograms)."""
+    topo = copy.deepcopy(topo)
+    host_of = {p["proc"]: h["id"] for h in topo["hosts"] for p in h["procs"]}
+    for mesh in topo["meshes"]:
+        if mesh["mesh"] in rows or mesh["name"] in rows:
+            continue
+        actors = mesh.pop("actors")
+        hosts: dict[str, dict[str, Any]] = {}
+        for a in actors:
+            summary = hosts.setdefault(host_of[a["proc"]], {
+                "actors": 0, "states": {}, "messages": 0, "queue_depth": 0,
+                "latency_p50_ms": None, "last_method": None, "stalled": 0})
+            summary["actors"] += 1
+            summary["states"][a["state"]] = summary["states"].get(a["state"], 0) + 1
+            summary["messages"] += a.get("messages") or 0
+            summary["queue_depth"] += a.get("queue_depth") or 0
+            if a.get("latency_p50_ms") is not None:
+                summary["latency_p50_ms"] = max(summary["latency_p50_ms"] or 0.0,
+                                                a["latency_p50_ms"])
+            summary["last_method"] = a.get("last_method") or summary["last_method"]
+            summary["stalled"] += bool(a.get("stalled"))
+        mesh["actors"] = [a for a in actors if a["state"] != "running" or a.get("stalled")
+                          or a.get("failure")]
+        mesh["folded"] = hosts
+        mesh["rank_procs"] = [[a["rank"], a["proc"]] for a in actors]
+    return topo
+
+
 class FakeClient:
     """Answers from `topology()`; records the actions it was asked."""
 
     def __init__(self) -> None:
         self.topo = topology()
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.rows_asked: list[Any] = []
+        """The `rows` of every topology asked (None: every mesh's actors)."""
         self.session_list: list[dict[str, Any]] = []
         self.log_records: list[dict[str, Any]] = []
         self.pdb_output: dict[int, str] = {}
@@ -58,8 +91,9 @@ class FakeClient:
                 "counts": {"hosts": 1, "procs": 7, "procs_live": 6, "meshes": 2, "actors": 6,
                            "failures": 1}}
 
-    def topology(self) -> dict[str, Any]:
-        return copy.deepcopy(self.topo)
+    def topology(self, rows: Any = None) -> dict[str, Any]:
+        self.rows_asked.append(rows)
+        return copy.deepcopy(self.topo) if rows is None else fold(self.topo, rows)
 
     def sessions(self) -> list[dict[str, Any]]:
         return [s for s in self.session_list if s["id"] not in self.closed]

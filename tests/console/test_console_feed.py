@@ -25,8 +25,8 @@ class Meeting(FakeClient):
     def job(self):
         return self._meet(super().job())
 
-    def topology(self):
-        return self._meet(super().topology())
+    def topology(self, rows=None):
+        return self._meet(super().topology(rows))
 
     def sessions(self):
         return self._meet(super().sessions())
@@ -48,7 +48,7 @@ class Gone(FakeClient):
     def job(self):
         raise AdminError("cannot reach the admin API at 127.0.0.1:1: ConnectionRefused")
 
-    def topology(self):
+    def topology(self, rows=None):
         raise AdminError("cannot reach the admin API at 127.0.0.1:1: ConnectionRefused")
 
 
@@ -57,3 +57,24 @@ def test_an_unreachable_job_is_reported_once_and_nothing_else_is_shown():
     assert snap.error == ("job: AdminError: cannot reach the admin API at 127.0.0.1:1: "
                           "ConnectionRefused")
     assert snap.job is None and snap.topology is None and snap.spans == []
+
+
+def test_a_poll_asks_for_the_rows_the_app_shows():
+    """The app names the meshes whose actors it shows (`Feed.rows`); the others come folded.
+    A client without `rows` (a finished job's history) is asked for everything."""
+    client = FakeClient()
+    feed = Feed(client)
+    assert "folded" not in feed.poll_once().topology["meshes"][0]  # None: every actor
+    feed.rows = frozenset({"m2"})
+    trainers, generators = feed.poll_once().topology["meshes"]
+    assert client.rows_asked == [None, frozenset({"m2"})]
+    assert trainers["folded"]["local"]["actors"] == 4 and "folded" not in generators
+    assert [a["rank"] for a in trainers["actors"]] == [3]  # the failed one alone
+
+    class Old(FakeClient):
+        def topology(self):
+            return super().topology()
+
+    old = Feed(Old())
+    old.rows = frozenset()
+    assert "folded" not in old.poll_once().topology["meshes"][0]

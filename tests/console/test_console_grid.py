@@ -89,6 +89,51 @@ async def test_the_timeline_of_a_mesh_with_a_slow_rank(grid_job):
                        90, lambda: f"trainers[1]'s train spans: {screen.shown.names}")
 
 
+async def test_a_closed_mesh_comes_folded_and_opening_it_brings_its_rows(grid_job):
+    """Issue 32: the console asks the job for the actors of the meshes it shows open; a
+    closed mesh comes folded (a summary by host), so at a thousand actors a poll costs the
+    controller what the screen shows. Opening the mesh brings its 16 rows at once; the grid of
+    a closed mesh still has every cell."""
+    job = grid_job
+    app = MonarchTop(job.client, refresh=0.3)
+
+    def workers() -> dict | None:
+        found = [m for m in (app.snapshot.topology or {}).get("meshes", [])
+                 if m["name"] == "workers"]
+        return found[0] if found else None
+
+    def actor_rows() -> list[str]:
+        return [r.label for r in app.mesh_tree.rows_shown if r.label.startswith("workers[")]
+
+    async with app.run_test(size=SIZE) as pilot:
+        row = await select(pilot, "workers")
+        await wait_for(pilot, lambda: len(actor_rows()) == 16, what="16 rows, open")
+        assert "folded" not in workers() and row.ref in app.feed.rows
+        await pilot.press("left")  # closed: the job sends it folded from the next poll
+        await wait_for(pilot, lambda: row.ref not in app.feed.rows, what="not asked")
+        mesh = await wait_for(pilot, lambda: (m := workers()) and "folded" in m and m,
+                              what="the mesh folded")
+        assert actor_rows() == [] and mesh["actors"] == []  # every worker runs
+        (summary,) = mesh["folded"].values()
+        assert summary["actors"] == 16 and summary["states"] == {"running": 16}
+        assert len(mesh["rank_procs"]) == 16
+        shown = await wait_for(pilot, lambda: (r := app.mesh_tree.selected) and r.label ==
+                               "workers" and r.rate and r)  # messages/s of the summary
+        assert shown.state == "running" and not shown.expanded and shown.expandable
+        assert shown.last_method and shown.note.startswith("Worker {dp: 2, tp: 8}")
+        await pilot.press("v")  # the grid asks for the rows of its mesh
+        screen = await wait_for(pilot, lambda: grid_screen(app), what="the grid")
+        await wait_for(pilot, lambda: screen.cells.grid is not None
+                       and len(screen.cells.grid.cells) == 16, what="16 cells")
+        assert row.ref in app.feed.rows
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0], what="back")
+        await wait_for(pilot, lambda: row.ref not in app.feed.rows, what="folded again")
+        await pilot.press("right")  # opened: its rows at the next poll (asked at once)
+        await wait_for(pilot, lambda: len(actor_rows()) == 16, what="16 rows again")
+        assert "folded" not in workers()
+
+
 async def test_the_grid_shows_the_shape_the_laggard_and_kills_the_marked_cells(grid_job):
     job = grid_job
     app = MonarchTop(job.client, refresh=0.3)

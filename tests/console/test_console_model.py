@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from fakeclient import FakeClient
+from fakeclient import FakeClient, fold
 from monarch.console import _keys as keys
 from monarch.console import _logmodel as logs
 from monarch.console import _model as m
 from monarch.console._describe import describe
+from monarch.console._resources import table
 from monarch.console._format import fmt_bytes, fmt_duration, fmt_ms, fmt_rate, sparkline
 
 
@@ -56,6 +57,71 @@ def test_failed_actors_are_found_with_the_rows_to_open_even_when_folded():
     assert above == ["job", "host:local", "procs:local:p1", "mesh:local:m1"]
     opened = dict(folded, **dict.fromkeys(above, True))
     assert "trainers[3]" in [r.label for r in m.build_rows(snapshot(), opened)]
+
+
+def folded(rows=("m2",), sessions=()) -> m.Snapshot:
+    """The fake job as a console gets it with only `rows`' actors asked (trainers folded)."""
+    client = FakeClient()
+    return m.Snapshot(client.job(), fold(client.topo, rows), list(sessions), [], None, None, 1.0)
+
+
+def test_a_folded_mesh_row_shows_its_summary_and_its_failed_actor():
+    closed = {"mesh:local:m1": False}
+    whole = rows_by_label(m.build_rows(snapshot(), closed))["trainers"]
+    snap = folded()
+    row = rows_by_label(m.build_rows(snap, closed, rates={"mesh:local:m1": 7.0}))["trainers"]
+    assert (row.state, row.queue, row.p50_ms, row.last_method, row.note) == (
+        whole.state, whole.queue, whole.p50_ms, whole.last_method, whole.note)
+    assert row.state == m.DEGRADED and row.expandable and not row.expanded
+    assert row.rate == 7.0
+    assert m.actor_counters(snap)["mesh:local:m1"] == 0 + 10 + 20 + 30
+    # opened before the rows came: the actor it has (the failed one), until the next poll
+    opened = [r.label for r in m.build_rows(snap, {"mesh:local:m1": True})]
+    assert "trainers[3]" in opened and "trainers[0]" not in opened
+    ((failed, above),) = m.failed_actors(snap)
+    assert failed.label == "trainers[3]" and failed.note == "Killed(sig=9)"
+    assert above == ["job", "host:local", "procs:local:p1", "mesh:local:m1"]
+
+
+def test_a_folded_mesh_is_a_target_by_its_ranks_procs():
+    snap = folded()
+    row = rows_by_label(m.build_rows(snap))["trainers"]
+    target = m.target_of(snap, row, "gpus=0:2")
+    assert target.ranks == (0, 1) and target.procs == (("p1.0", 1000), ("p1.1", 1001))
+    assert target == m.target_of(snapshot(), rows_by_label(m.build_rows(snapshot()))[
+        "trainers"], "gpus=0:2")
+
+
+def test_a_folded_mesh_counts_paused_and_failed_actors():
+    session = {"id": 7, "actor_name": "trainers", "rank": 1, "actor_id": "m1[1]",
+               "function": "train", "lineno": 3}
+    snap = folded(sessions=[session])
+    index = m.Index(snap)
+    mesh = index.meshes["m1"]
+    assert index.mesh_states(mesh) == {"running": 2, "paused": 1, "failed": 1}
+    assert index.mesh_states(mesh, "local") == index.mesh_states(mesh)
+    assert index.mesh_states(mesh, "elsewhere") == {}
+    assert index.mesh_states(mesh) == m.Index(snapshot(session_list=[session])).mesh_states(
+        m.Index(snapshot(session_list=[session])).meshes["m1"])
+    assert m.mesh_size(mesh) == 4 and m.rank_procs(mesh)[2] == "p1.2"
+    row = rows_by_label(m.build_rows(folded(sessions=[session])))["trainers"]
+    assert row.state == m.DEGRADED  # failed and live ranks
+    text = dict(describe(row, snap).fields)["actors"]
+    assert text == "1 failed, 1 paused, 2 running"
+    (item,) = [i for i in table("meshes", snap).items if i.ref == "m1"]
+    assert item.cells[3:6] == ("4", m.FAILED, "1") and item.cells[7] == "6"
+
+
+def test_the_rows_the_tree_shows_are_the_ones_asked():
+    assert m.wanted_rows(snapshot(), {}) == {"m1", "m2"}  # small meshes open by default
+    assert m.wanted_rows(snapshot(), {"mesh:local:m1": False}) == {"m2"}
+    assert m.wanted_rows(folded(), {"mesh:local:m1": False}) == {"m2"}
+    assert m.wanted_rows(folded(), {"mesh:local:m1": True}) == {"m1", "m2"}
+    big = fold(FakeClient().topo, ())
+    big["meshes"][0]["rank_procs"] = [[r, "p1.0"] for r in range(64)]  # 64 ranks: closed
+    snap = m.Snapshot(None, big)
+    assert m.wanted_rows(snap, {}) == {"m2"}
+    assert m.wanted_rows(snap, {"mesh:local:m1": True}) == {"m1", "m2"}
 
 
 def test_paused_sessions_show_on_their_actor():
@@ -259,7 +325,7 @@ def test_formats():
 
 def test_the_host_row_counts_procs_as_the_header_does() -> None:
     """The header said 7 procs where the host row said 8 (it counted the controller)."""
-    from fakeclient import FakeClient
+    from fakeclient import FakeClient, fold
 
     from monarch.console import _model as model
 

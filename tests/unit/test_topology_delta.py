@@ -66,7 +66,7 @@ def test_only_the_fields_that_changed_travel():
     changed = answer["meshes"][1]["changed"]
     assert changed == [{"rank": 7, "messages": 5},
                        {"rank": 9, "running": [{"method": "step", "running_s": 1.5}]}]
-    assert answer["meshes"][1]["name"] == "b" and "actors" not in answer["meshes"][1]
+    assert set(answer["meshes"][1]) == {"mesh", "changed"}  # its own keys did not change
     assert answer["hosts"][0]["changed"] == [{"proc": "p3", "counters": {"messages": 9}}]
     rebuilt = delta.apply(json.loads(json.dumps(answer)), first)
     assert without_version(rebuilt) == busy
@@ -89,6 +89,28 @@ def test_new_meshes_new_ranks_and_new_fields_come_whole():
     answer = versions.answer(copy.deepcopy(keys), second["version"])
     assert answer["meshes"][1]["changed"] == [{**keys["meshes"][1]["actors"][1], "whole": True}]
     assert without_version(delta.apply(answer, second)) == keys
+
+
+def test_a_mesh_sends_only_its_own_keys_that_changed():
+    # a folded mesh (`AdminClient.topology(rows=...)`): its summary changes at every poll,
+    # its 1,024 rank → proc pairs never
+    versions = delta.Versions()
+    folded = mesh("a", 2)
+    folded["folded"] = {"h0": {"messages": 1}}
+    folded["rank_procs"] = [[r, f"p{r % 4}"] for r in range(1024)]
+    first = served(versions, topology([folded]), None)
+    busier = copy.deepcopy(folded)
+    busier["folded"]["h0"]["messages"] = 9
+    answer = versions.answer(copy.deepcopy(topology([busier])), first["version"])
+    assert answer["meshes"] == [{"mesh": "a", "folded": {"h0": {"messages": 9}}, "changed": []}]
+    second = delta.apply(json.loads(json.dumps(answer)), first)
+    assert without_version(second) == topology([busier])
+    assert second["meshes"][0]["rank_procs"] is first["meshes"][0]["rank_procs"]
+    shown = copy.deepcopy(busier)  # a key gone (here: the mesh unfolded): the mesh whole
+    del shown["folded"], shown["rank_procs"]
+    answer = versions.answer(copy.deepcopy(topology([shown])), second["version"])
+    assert answer["meshes"] == [shown]
+    assert without_version(delta.apply(answer, second)) == topology([shown])
 
 
 def test_a_version_no_longer_kept_gets_the_whole_topology():
@@ -133,6 +155,10 @@ def test_any_two_topologies_round_trip(before, after, m1, m2):
             if mesh_id not in seen:
                 seen.add(mesh_id)
                 meshes.append(mesh(mesh_id, n, calls))
+                if calls % 2:  # a folded mesh's keys, in some meshes only
+                    meshes[-1]["folded"] = {"h": {"messages": calls * messages}}
+                if calls == 3:
+                    meshes[-1]["service"] = {"name": "s", "outstanding": messages}
         return topology(meshes, messages)
 
     versions = delta.Versions()
