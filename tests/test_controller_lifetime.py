@@ -121,6 +121,44 @@ def test_a_fault_ends_a_script_started_with_sigint_ignored(tmp_path):
     assert "RuntimeError: boom in broadcast" in out.stderr
 
 
+def test_a_scripts_sigterm_handler_is_not_swallowed_by_our_code_at_collections(tmp_path):
+    """A signal handler runs at the main thread's next bytecode; an exception it raises inside
+    a `gc.callbacks` hook is printed ("Exception ignored in: <function _on_collection>") and
+    lost. The admin API's cost counter had such a hook: a benchmark's job, told to end by its
+    SIGTERM handler (`sys.exit`), went on and its 16 `ProcessJob` hosts outlived it. The
+    controller runs no code of ours at collections; the handler ends a busy script."""
+    path = script(tmp_path, '''
+        import gc, json
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+        mesh = procs.spawn("busy", A)
+        mesh.pid.call().get()
+        from monarch.admin import connect
+        connect().topology()  # the admin API has served a request
+        print(json.dumps([getattr(c, "__module__", "?") for c in gc.callbacks]), flush=True)
+        while True:
+            mesh.pid.call().get()
+    ''')
+    child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True,
+                             stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        hooks = json.loads(child.stdout.readline())
+        assert not [m for m in hooks if m.startswith(("monarch", "telemetry"))], hooks
+        child.send_signal(signal.SIGTERM)
+        try:
+            code = child.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # where it hangs, for whoever reads the failure
+            spy = Path(sys.executable).with_name("py-spy")
+            dump = subprocess.run([str(spy), "dump", "--pid", str(child.pid)],
+                                  capture_output=True, text=True, timeout=60)
+            raise AssertionError(f"SIGTERM did not end the script:\n{dump.stdout[-6000:]}")
+        assert code == 3, child.stderr.read()[-3000:]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 @pytest.mark.parametrize("ending", ["sigkill", "exit", "exception"])
 def test_no_orphans_when_the_controller_ends(tmp_path, ending):
     finish = {

@@ -342,8 +342,7 @@ class AdminClient:
         subscribers...), the history's (``history``: files, bytes, records lost before
         they were written; None when the job keeps none) and what the admin API cost the
         controller (``admin``: by route, requests and CPU seconds on the thread that served
-        them, ``cpu_s``, on the controller's I/O thread, ``io_s``, and in garbage collections
-        that ran on the serving thread meanwhile, ``gc_s``)."""
+        them, ``cpu_s``, and on the controller's I/O thread, ``io_s``)."""
         return self._get("/v1/stats")
 
     def query(self, sql: str, limit: int | None = None, schema: str = "pymonarch",

@@ -205,7 +205,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         _admin_cost.take_io()  # nothing of an earlier request on this connection's thread
-        _admin_cost.timing(True)
         started = time.thread_time()
         url = urlsplit(self.path)
         key = (method, url.path.rstrip("/") or "/")
@@ -213,10 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._route(key, url)
         finally:
             spent = time.thread_time() - started
-            collected = _admin_cost.timing(False)
             known = key in self.server.admin.api.routes
-            self.server.admin.costs.add(" ".join(key) if known else "other",
-                                        spent - collected, _admin_cost.take_io(), collected)
+            self.server.admin.costs.add(" ".join(key) if known else "other", spent,
+                                        _admin_cost.take_io())
 
     def _route(self, key: tuple[str, str], url: Any) -> None:
         admin = self.server.admin

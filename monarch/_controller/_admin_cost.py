@@ -5,45 +5,23 @@ route costs is a figure users and the console's benchmark need (issue 32: a cons
 the controller at most 5 % of a core). Each request's CPU time is counted on the thread that
 served it (`time.thread_time`: parsing, the answer, its JSON, the write) plus the time its
 reads of the supervisor took on the controller's I/O thread (`io_spent`). A collection of the
-garbage collector runs on whichever thread crosses its threshold, and walks the whole process's
-young objects (a full one, ~200 ms at 1,024 actors, all of them): those run on a serving
-thread are counted apart (`gc_s`), not in the request's `cpu_s`. Not counted: what the
-request's garbage makes the collector do on other threads. A live feed is counted when it ends.
-`/v1/stats` shows them (`admin`).
+garbage collector that runs on a serving thread is counted in that request's time (the
+topology, the heaviest answer, is built with the collector paused: `_runtime._collector`); what
+the request's garbage makes the collector do on other threads is not. A live feed is counted
+when it ends. `/v1/stats` shows them (`admin`).
+
+No `gc.callbacks` hook counts collections apart: a Python callback at every collection of the
+controller is bytecode on its main thread where a signal handler may run, and an exception the
+handler raises there (a script's SIGTERM handler's `SystemExit`) is printed as "Exception
+ignored" and lost: the script went on and its `ProcessJob` hosts outlived it.
 """
 
 from __future__ import annotations
 
-import gc
 import threading
-import time
 from typing import Any
 
-_request = threading.local()
-# .io: seconds of I/O-thread work of the request on this thread; .gc: seconds of collections
-# run on this thread (counted only while `.timing`), .gc_start: when the running one began
-
-
-def _on_collection(phase: str, info: dict[str, Any]) -> None:
-    if not getattr(_request, "timing", False):
-        return
-    now = time.thread_time()
-    if phase == "start":
-        _request.gc_start = now
-    else:
-        _request.gc = getattr(_request, "gc", 0.0) + now - getattr(_request, "gc_start", now)
-
-
-def timing(on: bool) -> float:
-    """Starts (`on`) or ends counting collections run on this thread; the seconds they took
-    since it started."""
-    spent = getattr(_request, "gc", 0.0)
-    _request.timing, _request.gc = on, 0.0
-    return spent
-
-
-if _on_collection not in gc.callbacks:
-    gc.callbacks.append(_on_collection)
+_request = threading.local()  # .io: seconds of I/O-thread work of the request on this thread
 
 
 def io_spent(seconds: float) -> None:
@@ -63,29 +41,25 @@ class Costs:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._routes: dict[str, list[float]] = {}  # by _lock: route -> [requests, cpu, io, gc]
+        self._routes: dict[str, list[float]] = {}  # by _lock: route -> [requests, cpu, io]
 
-    def add(self, route: str, cpu_s: float, io_s: float, gc_s: float = 0.0) -> None:
-        """Counts a request: `cpu_s` on its thread (collections there left out: `gc_s`),
-        `io_s` on the I/O thread."""
+    def add(self, route: str, cpu_s: float, io_s: float) -> None:
+        """Counts a request: `cpu_s` on its thread, `io_s` on the I/O thread."""
         with self._lock:
             found = self._routes.get(route)
             if found is None:
                 if len(self._routes) >= 256:  # unknown paths are one route: no growth
                     route = "other"
-                found = self._routes.setdefault(route, [0, 0.0, 0.0, 0.0])
+                found = self._routes.setdefault(route, [0, 0.0, 0.0])
             found[0] += 1
             found[1] += cpu_s
             found[2] += io_s
-            found[3] += gc_s
 
     def snapshot(self) -> dict[str, Any]:
-        """`{"routes": {route: {requests, cpu_s, io_s, gc_s}}, "cpu_s": cpu_s and io_s of all
-        of them, "gc_s": theirs}`."""
+        """`{"routes": {route: {requests, cpu_s, io_s}}, "cpu_s": cpu_s and io_s of all of
+        them}`."""
         with self._lock:
-            routes = {route: {"requests": int(n), "cpu_s": round(cpu, 6), "io_s": round(io, 6),
-                              "gc_s": round(collected, 6)}
-                      for route, (n, cpu, io, collected) in sorted(self._routes.items())}
+            routes = {route: {"requests": int(n), "cpu_s": round(cpu, 6), "io_s": round(io, 6)}
+                      for route, (n, cpu, io) in sorted(self._routes.items())}
         return {"routes": routes,
-                "cpu_s": round(sum(r["cpu_s"] + r["io_s"] for r in routes.values()), 6),
-                "gc_s": round(sum(r["gc_s"] for r in routes.values()), 6)}
+                "cpu_s": round(sum(r["cpu_s"] + r["io_s"] for r in routes.values()), 6)}

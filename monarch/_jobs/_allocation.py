@@ -186,4 +186,7 @@ def load_job(allocation: str) -> Any:
     if len(exact or matches) != 1:
         found = "several allocations match" if matches else "no allocation"
         raise LookupError(f"{found} {allocation!r} in {parent} (`monarch jobs` lists them)")
-    return job_load(str((exact or matches)[0] / "job.pkl"))
+    job = job_load(str((exact or matches)[0] / "job.pkl"))
+    if job._running is None:  # saved while it was being applied: its allocation runs
+        job._status = "running"
+    return job

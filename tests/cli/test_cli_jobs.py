@@ -57,6 +57,9 @@ def project(tmp_path):
     project = Project(tmp_path)
     yield project
     project.monarch("kill", "--allocation", "--yes")  # whatever the test left
+    for row in project.rows():  # and any allocation the job file no longer names
+        if row["kind"] == "allocation":
+            project.monarch("kill", "--allocation", row["id"], "--yes")
 
 
 def worker_pids(row: dict) -> list[int]:
@@ -94,6 +97,19 @@ def test_apply_exec_jobs_and_kill_an_allocation(project):
     assert not (project.root / ".monarch" / "job_state.pkl").exists()
     missing = project.monarch("exec", "true")  # exec runs on an allocation, never makes one
     assert missing.returncode == 3 and "monarch apply" in missing.stderr
+
+
+def test_kill_an_allocation_by_its_id(project):
+    """`monarch kill --allocation ID` (as `monarch jobs` names it) ends its workers; the job
+    saved in the allocation was saved while it was being applied, and was killed as a job
+    not running: nothing ended, and the command said it had."""
+    assert project.monarch("apply", "job.py").returncode == 0
+    row = project.allocation()
+    workers = worker_pids(row)
+    killed = project.monarch("kill", "--allocation", row["id"], "--yes")
+    assert killed.returncode == 0 and f"killed allocation {row['id']}" in killed.stdout
+    wait_gone(*workers)
+    assert not [r for r in project.rows() if r["kind"] == "allocation"]
 
 
 def test_exec_streams_lines_as_they_are_written(project):
