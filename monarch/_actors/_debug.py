@@ -68,7 +68,11 @@ class DebugController(Actor):
 
     def _publish(self) -> None:
         global _open
-        _open = tuple(dict(s.info) for s in self.sessions.values() if not s.closed)
+        _open = tuple(dict(info) for info in self._open_infos())
+
+    def _open_infos(self) -> list[dict[str, Any]]:
+        """The open sessions' infos, oldest first."""
+        return [s.info for s in self.sessions.values() if not s.closed]
 
     @endpoint
     async def register(self, info: dict[str, Any], port: Any) -> int:
@@ -97,7 +101,7 @@ class DebugController(Actor):
     @endpoint
     async def list(self, print_output: bool = False) -> List[dict[str, Any]]:
         """The open sessions (actor name, rank, coords, host, function, line), oldest first."""
-        infos = [s.info for s in self.sessions.values() if not s.closed]
+        infos = self._open_infos()
         if print_output:
             print(format_sessions(infos))
         return infos

@@ -85,9 +85,7 @@ def actor_entry(snap: dict[str, Any], store: telemetry.Store,
     failure = next((f for f in reversed(snap["failures"])
                     if f.get("mesh") == mesh["mesh"] and f.get("rank") == rank), None)
     live = Live(store.actor_statuses(), float(snap["stall_s"]))
-    labels, sizes = mesh["extent"]
-    return ({"mesh": mesh["mesh"], "name": mesh["name"], "class_name": mesh["class_name"],
-             "extent": {"labels": labels, "sizes": sizes}},
+    return (_mesh_header(mesh),
             _actor(mesh, rank, index, failure, snap["proc_states"].get(proc), live))
 
 
@@ -188,14 +186,20 @@ def _point(rank: int, extent: Any) -> dict[str, int]:
 
 def _mesh(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, Any]],
           proc_states: dict[str, str], live: Live) -> dict[str, Any]:
-    labels, sizes = mesh["extent"]
     last_failure = {f["rank"]: f for f in failures if f.get("mesh") == mesh["mesh"]}
     actors = [_actor(mesh, rank, index, last_failure.get(rank),
                      proc_states.get(mesh["ranks"][rank]), live)
               for rank in sorted(mesh["ranks"])]
+    return {**_mesh_header(mesh), "actors": actors}
+
+
+def _mesh_header(mesh: dict[str, Any]) -> dict[str, Any]:
+    """What the topology shows of a mesh besides its actors: id, name, class, owner, proc
+    mesh and extent."""
+    labels, sizes = mesh["extent"]
     return {"mesh": mesh["mesh"], "name": mesh["name"], "class_name": mesh["class_name"],
             "owner_id": mesh["owner_id"], "procs": mesh["procs"],
-            "extent": {"labels": labels, "sizes": sizes}, "actors": actors}
+            "extent": {"labels": labels, "sizes": sizes}}
 
 
 def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, Any]],
@@ -252,10 +256,7 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
                                   proc_states.get(proc), live))
     for host_id, histogram in histograms.items():
         hosts[host_id]["latency_p50_ms"] = histogram.p50_ms()
-    labels, sizes = mesh["extent"]
-    return {"mesh": mesh_id, "name": name, "class_name": mesh["class_name"],
-            "owner_id": mesh["owner_id"], "procs": mesh["procs"],
-            "extent": {"labels": labels, "sizes": sizes}, "actors": notable, "folded": hosts,
+    return {**_mesh_header(mesh), "actors": notable, "folded": hosts,
             "rank_procs": [[r, ranks[r]] for r in order]}
 
 
