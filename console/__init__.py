@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["run"]
 
 
-def run(client: Any, refresh: float = 1.0, read_only: bool = False) -> None:
+def run(client: Any, refresh: float = 0.5, read_only: bool = False) -> None:
     """Runs the console on `client` until the user quits (`read_only`: kill, stop, break and
     attach refused)."""
     from .app import MonarchTop

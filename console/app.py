@@ -133,7 +133,7 @@ class MonarchTop(App[None]):
         quiet_gc()
         return super().run(*args, **kwargs)
 
-    def __init__(self, client: Client, *, refresh: float = 1.0,
+    def __init__(self, client: Client, *, refresh: float = 0.5,
                  attach_io: tuple[TextIO, TextIO] | None = None,
                  feed: Feed | None = None, read_only: bool = False) -> None:
         super().__init__()
