@@ -93,9 +93,10 @@ class Index:
             shown.add(actor["rank"])
             _move(counts, str(actor.get("state") or STARTING), self.actor_state(mesh, actor))
         procs = None
+        mine = actor_key(mesh["mesh"], 0)[:-1]  # `actor:<mesh>:` (a name may hold a colon)
         for key in self.sessions:  # a running actor in pdb is not among the notable ones
-            kind, mesh_id, rank = key.split(":", 2)
-            if mesh_id != mesh["mesh"] or int(rank) in shown:
+            rank = key[len(mine):]
+            if not key.startswith(mine) or not rank.isdigit() or int(rank) in shown:
                 continue
             procs = rank_procs(mesh) if procs is None else procs
             if host is None or self.host_of(procs.get(int(rank))) == host:

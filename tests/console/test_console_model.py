@@ -112,6 +112,17 @@ def test_a_folded_mesh_counts_paused_and_failed_actors():
     assert item.cells[3:6] == ("4", m.FAILED, "1") and item.cells[7] == "6"
 
 
+def test_a_folded_mesh_whose_name_holds_a_colon_counts_its_own_sessions():
+    topo = FakeClient().topo
+    for mesh in topo["meshes"]:  # ids `a:b` and `a`: one's actor keys start as the other's
+        mesh["mesh"] = {"m1": "a:b", "m2": "a"}[mesh["mesh"]]
+    session = {"id": 1, "actor_name": "trainers", "rank": 1, "actor_id": "a:b[1]"}
+    snap = m.Snapshot(None, fold(topo, ()), [session])
+    index = m.Index(snap)
+    assert index.mesh_states(index.meshes["a:b"])[m.PAUSED] == 1
+    assert m.PAUSED not in index.mesh_states(index.meshes["a"])
+
+
 def test_the_rows_the_tree_shows_are_the_ones_asked():
     assert m.wanted_rows(snapshot(), {}) == {"m1", "m2"}  # small meshes open by default
     assert m.wanted_rows(snapshot(), {"mesh:local:m1": False}) == {"m2"}
