@@ -610,22 +610,43 @@ class Outbox:
             if link.lane is not None:
                 self._close_lane(link, link.lane, deadline)
                 continue
-            with link.lock:
+            held = _take(link.lock, deadline)
+            try:
                 link.closed = True
                 if link.sock is not None:
                     link.sock.close(linger_ms)
+            finally:
+                if held:
+                    link.lock.release()
 
     @staticmethod
     def _close_lane(link: _Link, lane: _lane.Link, deadline: float) -> None:
         """Writes what the lane still holds (until `deadline`), then closes it."""
         while True:
-            with link.lock:
+            if not _take(link.lock, deadline):
+                link.closed = True
+                lane.close()
+                return
+            try:
                 lane.put_incoming()
                 if lane.write() or time.monotonic() >= deadline:
                     link.closed = True
                     lane.close()
                     return
+            finally:
+                link.lock.release()
             lane.wait_writable(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def _take(lock: threading.Lock, deadline: float) -> bool:
+    """Takes `lock`, waiting until `deadline` at most (then False: close without it).
+
+    A link's lock may be held for good at shutdown: an exception a signal handler raises on
+    the main thread (a script's SIGTERM `sys.exit`, a fault's KeyboardInterrupt) can land
+    between a sender's acquire and its `try`, and the lock is never released; closing waited
+    on it forever (1 script in ~15 told to end by SIGTERM while calling in a loop)."""
+    remaining = deadline - time.monotonic()
+    return lock.acquire(timeout=remaining) if remaining > 0 else lock.acquire(False)
 
 
 def _try_send(sock: zmq.Socket, parts: list[Any]) -> bool:
