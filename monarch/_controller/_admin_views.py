@@ -232,9 +232,7 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
                                         "queue_depth": 0, "latency_p50_ms": None,
                                         "last_method": None, "stalled": 0}
             histograms[host_id], newest[host_id] = Histogram(), -1
-        state = states.get(rank, STARTING)
-        if state == RUNNING and proc_states.get(proc) in (STOPPING, STOPPED, FAILED):
-            state = proc_states[proc]
+        state = _actor_state(states, rank, proc_states.get(proc))
         actor_id = f"{mesh_id}[{rank}]"
         summary["actors"] += 1
         summary["states"][state] = summary["states"].get(state, 0) + 1
@@ -260,15 +258,22 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
             "rank_procs": [[r, ranks[r]] for r in order]}
 
 
+def _actor_state(states: dict[int, str], rank: int, proc_state: str | None) -> str:
+    """An actor's state: its mesh's record of it, or its process's when that is ending or
+    gone while the actor still counts as running."""
+    state = states.get(rank, STARTING)
+    if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
+        return proc_state
+    return state
+
+
 def _actor(mesh: dict[str, Any], rank: int, index: MetricIndex,
            failure: dict[str, Any] | None, proc_state: str | None,
            live: Live) -> dict[str, Any]:
     proc, name = mesh["ranks"][rank], mesh["name"]
     actor_id = f"{mesh['mesh']}[{rank}]"
     messages, queue_depth, p50, last_method = index.stats(proc, name, actor_id)
-    state = mesh["states"].get(rank, STARTING)
-    if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
-        state = proc_state  # the actor's process is ending or gone
+    state = _actor_state(mesh["states"], rank, proc_state)
     running, queued, stalled = live.actor(actor_id, state)
     return {"rank": rank, "proc": proc, "state": state, "actor_id": actor_id,
             "label": mesh["labels"].get(rank, ""), "point": mesh["coords"].get(rank, {}),
@@ -416,17 +421,11 @@ def p50_ms(points: list[telemetry.MetricPoint]) -> float | None:
     actor's latency is one histogram but for a mesh name reused in a process, so one point is
     read as it is and several are summed column by column."""
     if len(points) == 1:
-        if not points[0].count:
-            return None
-        bounds, buckets = points[0].bounds, points[0].buckets
-    else:
-        live = [p for p in points if p.count]
-        if not live:
-            return None
-        bounds = live[0].bounds
-        buckets = [sum(column) for column in
-                   zip(*(p.buckets for p in live if p.bounds == bounds))]
-    return _median_ms(bounds, buckets)
+        point = points[0]
+        return _median_ms(point.bounds, point.buckets) if point.count else None
+    summed = Histogram()
+    summed.add(points)
+    return summed.p50_ms()
 
 
 def _median_ms(bounds: Any, buckets: Any) -> float | None:
