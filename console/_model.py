@@ -155,6 +155,11 @@ def actor_key(mesh: str, rank: int) -> str:
     return f"actor:{mesh}:{rank}"
 
 
+def mesh_key(host: Any, mesh: str) -> str:
+    """The tree key of an actor mesh's row on one host (a folded one's rate is kept by it)."""
+    return f"mesh:{host}:{mesh}"
+
+
 # -- the tree ---------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -260,7 +265,7 @@ class _TreeBuilder:
     def _mesh(self, host: dict[str, Any], mesh: dict[str, Any], names: set[str],
               visible: bool) -> Row:
         actors = [a for a in mesh.get("actors", []) if a.get("proc") in names]
-        key = f"mesh:{host['id']}:{mesh['mesh']}"
+        key = mesh_key(host["id"], mesh["mesh"])
         # folds by the mesh's whole size: 64 ranks over 16 hosts are 16 groups of 4 otherwise,
         # every one open (a tree of 1,317 rows at 1,024 actors)
         at, is_open = len(self.rows), self._open(key, "mesh", mesh_size(mesh))
@@ -540,7 +545,7 @@ def actor_counters(snapshot: Snapshot) -> dict[str, float]:
                 for key, (_, actor) in index.actors.items()}
     for mesh in index.meshes.values():
         for host, summary in (mesh.get("folded") or {}).items():
-            counters[f"mesh:{host}:{mesh['mesh']}"] = float(summary.get("messages") or 0)
+            counters[mesh_key(host, mesh["mesh"])] = float(summary.get("messages") or 0)
     return counters
 
 
@@ -555,7 +560,7 @@ def wanted_rows(snapshot: Snapshot, expanded: Mapping[str, bool]) -> frozenset[s
         hosts = mesh.get("folded") or {index.host_of(a.get("proc"))
                                        for a in mesh.get("actors", [])}
         default = default_expanded("mesh", mesh_size(mesh))
-        if not hosts or any(expanded.get(f"mesh:{host}:{mesh_id}", default) for host in hosts):
+        if not hosts or any(expanded.get(mesh_key(host, mesh_id), default) for host in hosts):
             wanted.add(mesh_id)
     return frozenset(wanted)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._format import fmt_bytes
-from ._model import (FAILED, Index, Snapshot, actor_key, format_extent, mesh_size,
+from ._model import (FAILED, Index, Snapshot, actor_key, format_extent, mesh_key, mesh_size,
                      running_note)
 
 RESOURCES = ("meshes", "procs", "actors", "services", "weights", "tensors", "transfers",
@@ -78,7 +78,7 @@ def _meshes(index: Index, snapshot: Snapshot, rates: Mapping[str, float],
 def _mesh_rate(mesh: Mapping[str, Any], rates: Mapping[str, float]) -> float:
     """messages/s of a mesh: its actors' rates, or its folded rows' (by host)."""
     if "folded" in mesh:
-        return sum(rates.get(f"mesh:{host}:{mesh['mesh']}", 0.0) for host in mesh["folded"])
+        return sum(rates.get(mesh_key(host, mesh["mesh"]), 0.0) for host in mesh["folded"])
     return sum(rates.get(actor_key(mesh["mesh"], a["rank"]), 0.0)
                for a in mesh.get("actors", []))
 
