@@ -74,6 +74,24 @@ def test_crash_files_hold_what_was_not_shipped_and_each_record_once(tmp_path: An
     assert recovered_batch(str(tmp_path / "p-0"), resource) is None
 
 
+def test_crash_files_grow_past_their_first_size_and_keep_every_record(tmp_path: Any) -> None:
+    """The files are mapped into memory (no system call per line) and double when full."""
+    from monarch.telemetry import Recorder
+    from monarch.telemetry._crashlog import FIRST_BYTES
+    from monarch.telemetry._recorder import recovered_batch
+
+    recorder = Recorder(max_logs=100_000)
+    recorder.keep_for_crash(str(tmp_path / "p-1"))
+    text = "x" * 200
+    count = 4 * FIRST_BYTES // len(text)
+    for i in range(count):
+        recorder.add_log((i, i, "stdout", 20, f"{i} {text}", {"rank": 1}, None))
+    assert (tmp_path / "p-1.tlog0").stat().st_size > FIRST_BYTES
+    batch = recovered_batch(str(tmp_path / "p-1"), {"proc": "p-1", "pid": 3})
+    assert batch is not None
+    assert sorted(int(wire[4].split()[0]) for wire in batch[3]) == list(range(count))
+
+
 def test_the_store_keeps_of_a_recovered_batch_only_what_it_lacks() -> None:
     from monarch.telemetry import Store
     from monarch.telemetry._batch import BATCH_VERSION
