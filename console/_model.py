@@ -550,18 +550,23 @@ def actor_counters(snapshot: Snapshot) -> dict[str, float]:
 
 
 def wanted_rows(snapshot: Snapshot, expanded: Mapping[str, bool]) -> frozenset[str]:
-    """The meshes (ids) whose actors the tree shows: those with a row open, by the user's
-    choice (`expanded`) or by default (`default_expanded`: the small ones). The console asks
-    the job for these meshes' rows and every other folded (`AdminClient.topology(rows=...)`).
-    """
+    """What of each mesh the tree shows: the mesh's id when its row is open on every host it
+    runs on (or its hosts are not known yet), ``<mesh id>@<host id>`` for each host where only
+    some are — by the user's choice (`expanded`) or by default (`default_expanded`: the small
+    ones). The console asks the job for these rows and every other mesh folded
+    (`AdminClient.topology(rows=...)`): a mesh of a thousand ranks open on one host of 128
+    sends that host's 8 rows, not 1,024."""
     index = Index(snapshot)
     wanted = set()
     for mesh_id, mesh in index.meshes.items():
         hosts = mesh.get("folded") or {index.host_of(a.get("proc"))
                                        for a in mesh.get("actors", [])}
         default = default_expanded("mesh", mesh_size(mesh))
-        if not hosts or any(expanded.get(mesh_key(host, mesh_id), default) for host in hosts):
+        open_on = [host for host in hosts if expanded.get(mesh_key(host, mesh_id), default)]
+        if not hosts or len(open_on) == len(hosts):
             wanted.add(mesh_id)
+        else:
+            wanted.update(f"{mesh_id}@{host}" for host in open_on)
     return frozenset(wanted)
 
 

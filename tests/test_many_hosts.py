@@ -39,6 +39,8 @@ def test_32_procs_on_8_hosts_cast_slice_lose_a_host_and_respawn_there(fault_log)
             where.setdefault(point["hosts"], set()).add((info["ip"], info["host"]))
         assert where == {h: {(f"127.0.0.{2 + h}", f"hosts_{h}")} for h in range(8)}
 
+        _admin_sends_one_hosts_rows(32)
+
         # Casts to slices reach exactly the ranks selected (points are the slice's own).
         pid_at = {(p["hosts"], p["gpus"]): v["pid"] for p, v in found.items()}
         firsts = mesh.slice(gpus=0).who.call().get(timeout=60)
@@ -74,3 +76,31 @@ def test_32_procs_on_8_hosts_cast_slice_lose_a_host_and_respawn_there(fault_log)
         job.kill()
     wait_gone(*workers)
     sweep_dead(run_root())  # what the next job would do for the SIGKILLed worker's directory
+
+
+def _admin_sends_one_hosts_rows(size: int) -> None:
+    """The admin API's host windows (`rows=["<mesh id>@<host id>"]`, what `monarch top` asks
+    when a big mesh is open on some hosts): that mesh comes folded, a summary per host, with
+    every actor of the hosts asked and none of the others (they all run)."""
+    from monarch._controller._job import current_job
+    from monarch.admin import AdminClient
+
+    running = current_job()
+    admin = AdminClient(running.admin.address, running.admin.token)
+    topo = admin.topology(rows=[])
+    (folded,) = [m for m in topo["meshes"] if m["name"] == "ranks"
+                 and len(m["rank_procs"]) == size]
+    host_id = {h["hostname"]: h["id"] for h in topo["hosts"]}
+    assert len(folded["folded"]) == 8 and folded["open_hosts"] == []
+    assert all(s["actors"] == 4 for s in folded["folded"].values())
+    on_host = {h["id"]: {p["proc"] for p in h["procs"]} for h in topo["hosts"]}
+    wanted = [host_id["hosts_3"], host_id["hosts_6"]]
+    shown = next(m for m in admin.topology(rows=[f"{folded['mesh']}@{h}" for h in wanted])[
+        "meshes"] if m["mesh"] == folded["mesh"])
+    assert shown["open_hosts"] == sorted(wanted) and len(shown["folded"]) == 8
+    assert sorted(a["rank"] for a in shown["actors"]) == [*range(12, 16), *range(24, 28)]
+    assert all(a["proc"] in on_host[wanted[0]] | on_host[wanted[1]] for a in shown["actors"])
+    whole = next(m for m in admin.topology(rows=[folded["mesh"]])["meshes"]
+                 if m["mesh"] == folded["mesh"])
+    assert "folded" not in whole and len(whole["actors"]) == size
+

@@ -266,12 +266,15 @@ class AdminClient:
             since: a topology this method returned before (a poller's last one): the job then
                 sends only what changed since, and the answer is put together from it, sharing
                 the parts that did not change (change neither). The same topology either way.
-            rows: the meshes (ids or names) whose every actor is wanted; any other mesh comes
-                folded: `actors` holds only its actors that are not simply running (failed,
-                stopped, starting, stalled), `folded` a summary by host id (actors, states,
-                messages, queue_depth, latency_p50_ms, last_method, stalled) and `rank_procs`
-                each rank's proc as [rank, proc] pairs. None (the default): every actor.
-                What a console asks for when it shows a thousand actors' meshes folded.
+            rows: the meshes (ids or names) whose every actor is wanted, or
+                ``"<mesh id>@<host id>"`` for a mesh's actors on that host (what a console
+                asks for when a mesh of a thousand ranks is open on one host); any other mesh
+                comes folded: `actors` holds only its actors that are not simply running
+                (failed, stopped, starting, stalled) and those on the hosts asked
+                (`open_hosts`), `folded` a summary by host id (actors, states, messages,
+                queue_depth, latency_p50_ms, last_method, stalled) and `rank_procs` each
+                rank's proc as [rank, proc] pairs. None (the default): every actor. What a
+                console asks for when it shows a thousand actors' meshes folded.
 
         Raises:
             TypeError: `rows` is a string (a mesh's name is one item: pass `[name]`).

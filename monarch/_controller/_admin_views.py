@@ -96,7 +96,9 @@ def topology(snap: dict[str, Any], store: telemetry.Store,
     """Hosts → procs (with counters) and meshes → actors (with counters and failures).
 
     Args:
-        rows: the meshes (ids or names) whose every actor is wanted; any other mesh comes
+        rows: the meshes (ids or names) whose every actor is wanted, or ``<mesh id>@<host
+            id>`` for a mesh's actors on one host only (the rest of it folded: a console
+            that shows a mesh of a thousand ranks open on one host); any other mesh comes
             folded (`_folded`): a summary by host and only its actors that are not simply
             running. None: every actor of every mesh.
     """
@@ -113,9 +115,11 @@ def topology(snap: dict[str, Any], store: telemetry.Store,
         meshes = [_mesh(m, index, snap["failures"], proc_states, live) for m in snap["meshes"]]
     else:
         host_of = {p["proc"]: p["host_id"] for p in procs}
+        windows = host_windows(rows, {m["mesh"] for m in snap["meshes"]})
         meshes = [_mesh(m, index, snap["failures"], proc_states, live)
                   if m["mesh"] in rows or m["name"] in rows
-                  else _folded(m, index, snap["failures"], proc_states, live, host_of)
+                  else _folded(m, index, snap["failures"], proc_states, live, host_of,
+                               windows.get(m["mesh"], frozenset()))
                   for m in snap["meshes"]]
     found = _services.services(points)
     _services.annotate(meshes, found)
@@ -202,14 +206,29 @@ def _mesh_header(mesh: dict[str, Any]) -> dict[str, Any]:
             "extent": {"labels": labels, "sizes": sizes}}
 
 
+def host_windows(rows: Collection[str], mesh_ids: Collection[str]) -> dict[str, frozenset[str]]:
+    """The hosts whose actors are wanted, by mesh id, of the ``<mesh id>@<host id>`` items of
+    `rows` (split at the ``@`` that ends a mesh id of the job: a mesh's name may hold one)."""
+    windows: dict[str, set[str]] = {}
+    for item in rows:
+        at = item.find("@")
+        while at > 0:
+            if item[:at] in mesh_ids:
+                windows.setdefault(item[:at], set()).add(item[at + 1:])
+                break
+            at = item.find("@", at + 1)
+    return {mesh: frozenset(hosts) for mesh, hosts in windows.items()}
+
+
 def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, Any]],
-            proc_states: dict[str, str], live: Live,
-            host_of: dict[str, str]) -> dict[str, Any]:
+            proc_states: dict[str, str], live: Live, host_of: dict[str, str],
+            open_hosts: Collection[str] = frozenset()) -> dict[str, Any]:
     """A mesh without its rows: per host (`folded`) its actors' count, states, messages, queue
     depth, latency p50 (of their histograms together), newest method and stalled handlers;
     each rank's proc (`rank_procs`, [rank, proc] pairs: what an action on a slice needs); in
     `actors` only the actors that are not simply running (failed, stopped, starting,
-    stalled): what a folded row must still point at.
+    stalled): what a folded row must still point at; and every actor on the hosts of
+    `open_hosts` (`open_hosts`, sorted: the hosts whose rows `actors` holds whole).
 
     Hot: a console folds a big mesh by default, so at 1,024 actors this runs in place of
     `_mesh` for most of them at every poll; nothing is built per actor but the notable ones
@@ -249,13 +268,14 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
         stalled = state == RUNNING and status is not None and any(
             now_ns - h.start_ns >= stall_ns for h in status.running)
         summary["stalled"] += stalled
-        if stalled or state != RUNNING or rank in last_failure:
+        if stalled or state != RUNNING or rank in last_failure or host_id in open_hosts:
             notable.append(_actor(mesh, rank, index, last_failure.get(rank),
                                   proc_states.get(proc), live))
     for host_id, histogram in histograms.items():
         hosts[host_id]["latency_p50_ms"] = histogram.p50_ms()
     return {**_mesh_header(mesh), "actors": notable, "folded": hosts,
-            "rank_procs": [[r, ranks[r]] for r in order]}
+            "rank_procs": [[r, ranks[r]] for r in order],
+            "open_hosts": sorted(h for h in open_hosts if h in hosts)}
 
 
 def _actor_state(states: dict[int, str], rank: int, proc_state: str | None) -> str:

@@ -43,7 +43,8 @@ def topology() -> dict[str, Any]:
 
 def fold(topo: dict[str, Any], rows: Any) -> dict[str, Any]:
     """`topo` as the job sends it for `AdminClient.topology(rows=rows)`: every mesh not named
-    in `rows` folded (a summary by host, its actors not simply running, each rank's proc).
+    in `rows` folded (a summary by host, its actors not simply running or on a host `rows`
+    names as `<mesh>@<host>`, each rank's proc).
     The summary's latency is its actors' largest median here (the job's merges histograms)."""
     topo = copy.deepcopy(topo)
     host_of = {p["proc"]: h["id"] for h in topo["hosts"] for p in h["procs"]}
@@ -65,10 +66,12 @@ def fold(topo: dict[str, Any], rows: Any) -> dict[str, Any]:
                                                 a["latency_p50_ms"])
             summary["last_method"] = a.get("last_method") or summary["last_method"]
             summary["stalled"] += bool(a.get("stalled"))
+        open_hosts = {r.split("@", 1)[1] for r in rows if r.startswith(mesh["mesh"] + "@")}
         mesh["actors"] = [a for a in actors if a["state"] != "running" or a.get("stalled")
-                          or a.get("failure")]
+                          or a.get("failure") or host_of[a["proc"]] in open_hosts]
         mesh["folded"] = hosts
         mesh["rank_procs"] = [[a["rank"], a["proc"]] for a in actors]
+        mesh["open_hosts"] = sorted(open_hosts & set(hosts))
     return topo
 
 

@@ -65,6 +65,38 @@ def folded(rows=("m2",), sessions=()) -> m.Snapshot:
     return m.Snapshot(client.job(), fold(client.topo, rows), list(sessions), [], None, None, 1.0)
 
 
+def two_hosts(rows) -> m.Snapshot:
+    """The fake job with trainers' procs 2 and 3 on a second host, as the console gets it
+    asking `rows`."""
+    client = FakeClient()
+    (host,) = client.topo["hosts"]
+    moved = [p for p in host["procs"] if p["proc"] in ("p1.2", "p1.3")]
+    host["procs"] = [p for p in host["procs"] if p not in moved]
+    client.topo["hosts"].append({"id": "h2", "hostname": "box2", "procs": moved})
+    topo = client.topology() if rows is None else fold(client.topo, rows)
+    return m.Snapshot(client.job(), topo, [], [], None, None, 1.0)
+
+
+def test_a_mesh_open_on_one_host_asks_for_that_hosts_rows_only():
+    """Issue 32: a mesh of a thousand ranks open on one host of 128 brings that host's
+    rows, not the mesh's: the console asks `<mesh>@<host>` when the mesh is open on some of
+    its hosts, the mesh when on all of them."""
+    first = two_hosts(None)  # every actor, as before the first folded poll
+    assert m.wanted_rows(first, {}) == {"m1", "m2"}  # small meshes open by default
+    only_h2 = {"mesh:local:m1": False, "mesh:h2:m1": True}
+    assert m.wanted_rows(first, only_h2) == {"m1@h2", "m2"}
+    assert m.wanted_rows(first, {"mesh:local:m1": False, "mesh:h2:m1": False}) == {"m2"}
+    snap = two_hosts(m.wanted_rows(first, only_h2))
+    (trainers,) = [x for x in snap.topology["meshes"] if x["mesh"] == "m1"]
+    assert trainers["open_hosts"] == ["h2"] and set(trainers["folded"]) == {"local", "h2"}
+    assert m.wanted_rows(snap, only_h2) == {"m1@h2", "m2"}  # the same from a folded mesh
+    labels = [r.label for r in m.build_rows(snap, only_h2)]
+    assert labels.count("trainers") == 2  # a row on each host
+    assert [x for x in labels if x.startswith("trainers[")] == ["trainers[2]", "trainers[3]"]
+    both = {"mesh:local:m1": True, "mesh:h2:m1": True}
+    assert m.wanted_rows(snap, both) == {"m1", "m2"}
+
+
 def test_a_folded_mesh_row_shows_its_summary_and_its_failed_actor():
     closed = {"mesh:local:m1": False}
     whole = rows_by_label(m.build_rows(snapshot(), closed))["trainers"]
