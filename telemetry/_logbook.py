@@ -53,15 +53,23 @@ class LogBook:
             return 0
         keys, shared, seq = self._keys, self._tags.shared, self._seq
         first = len(keys)
+        known: dict[int, tuple[dict[str, Any], str, int]] = {}  # id(tags) -> shared, proc, pid
+        setattr_, added = object.__setattr__, 0
         for record in records:
-            # shared tags and stream name, set as the frozen record's constructor would
-            tags = shared(record.tags)
-            object.__setattr__(record, "tags", tags)
+            # shared tags and stream name, set as the frozen record's constructor would; a
+            # batch's lines share a few tags dicts (one per actor): each is looked up once
+            given = record.tags
+            found = known.get(id(given))
+            if found is None:
+                tags = shared(given)
+                found = known[id(given)] = (tags, str(tags.get("proc", "")),
+                                            _int(tags.get("pid")))
+            setattr_(record, "tags", found[0])
             if type(record.stream) is str:
-                object.__setattr__(record, "stream", sys.intern(record.stream))
-            keys.append((record.hlc, str(tags.get("proc", "")), _int(tags.get("pid")),
-                         next(seq)))
-            self.bytes += log_bytes(record)
+                setattr_(record, "stream", sys.intern(record.stream))
+            keys.append((record.hlc, found[1], found[2], next(seq)))
+            added += log_bytes(record)
+        self.bytes += added
         self._logs.extend(records)
         if self._sorted == first and _ordered(keys, first - 1 if first else 0):
             self._sorted = len(keys)  # in order after what was held: nothing to sort
@@ -166,9 +174,11 @@ def _first(pair: tuple[Any, Any]) -> Any:
 
 
 def _ordered(keys: list[_LogKey], start: int) -> bool:
-    """Whether `keys[start:]` is in order."""
-    return all(map(operator.le, itertools.islice(keys, start, None),
-                   itertools.islice(keys, start + 1, None)))
+    """Whether `keys[start:]` is in order: O(what follows `start`), not O(the book), which
+    `islice(keys, start, None)` was (it steps over the first `start` keys one by one: at a
+    full book of ~140,000 lines, ~60 us a line of every batch)."""
+    tail = keys[start:]
+    return all(map(operator.le, tail, tail[1:]))
 
 
 def _int(value: Any) -> int:

@@ -135,3 +135,14 @@ def test_sweep_finds_processes_that_left_the_group() -> None:
         if stray.poll() is None:
             stray.kill()
             stray.wait()
+
+
+def test_telemetry_micro_quick_prints_every_row() -> None:
+    """bench/telemetry_micro.py runs (it had rotted once: it imported helpers the runtime no
+    longer has) and prints a figure for each of its rows, the log ingest at a full book too."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "telemetry_micro.py"), "--quick"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = [line for line in done.stdout.splitlines() if line.rstrip().endswith("µs")]
+    assert len(figures) == 10, done.stdout
+    assert any(line.startswith("Store.ingest of a log line, book full") for line in figures)
