@@ -228,7 +228,8 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
     each rank's proc (`rank_procs`, [rank, proc] pairs: what an action on a slice needs); in
     `actors` only the actors that are not simply running (failed, stopped, starting,
     stalled): what a folded row must still point at; and every actor on the hosts of
-    `open_hosts` (`open_hosts`, sorted: the hosts whose rows `actors` holds whole).
+    `open_hosts`, which the answer names (its `open_hosts`, sorted: the hosts whose rows
+    `actors` holds whole).
 
     Hot: a console folds a big mesh by default, so at 1,024 actors this runs in place of
     `_mesh` for most of them at every poll; nothing is built per actor but the notable ones
