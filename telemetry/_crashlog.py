@@ -109,11 +109,12 @@ class _Mapped:
         self._used = 0
         self._map_bytes(FIRST_BYTES)
 
-    def _map_bytes(self, size: int) -> None:
+    def _map_bytes(self, size: int) -> mmap.mmap:
         os.ftruncate(self._fd, size)
         if self._map is not None:
             self._map.close()
         self._map = mmap.mmap(self._fd, size)
+        return self._map
 
     def append(self, data: bytes) -> None:
         mapped = self._map
@@ -124,8 +125,7 @@ class _Mapped:
         if end > len(mapped):
             if end > MAX_FILE_BYTES:
                 return
-            self._map_bytes(min(MAX_FILE_BYTES, max(end, 2 * len(mapped))))
-            mapped = self._map
+            mapped = self._map_bytes(min(MAX_FILE_BYTES, max(end, 2 * len(mapped))))
         mapped[start:end] = data
         self._used = end - _HEAD.size
         _HEAD.pack_into(mapped, 0, self._used)  # after the record: a kill never tears it
