@@ -156,7 +156,13 @@ def handler_dict(h: telemetry.RunningHandler, now_ns: int, stall_s: float) -> di
     running_s = round(max(now_ns - h.start_ns, 0) / 1e9, 3)
     return {"method": h.method, "since": h.start_ns / 1e9, "running_s": running_s,
             "caller": h.sender, "trace_id": h.trace_id, "bytes": h.nbytes,
-            "stalled": running_s >= stall_s}
+            "stalled": stalled(h, now_ns, stall_s * 1e9)}
+
+
+def stalled(h: telemetry.RunningHandler, now_ns: int, stall_ns: float) -> bool:
+    """Whether a handler has run `stall_ns` or longer: one rule for an actor's row and its
+    folded mesh's count (the shown `running_s` is rounded to the millisecond)."""
+    return now_ns - h.start_ns >= stall_ns
 
 
 def _hosts(procs: list[dict[str, Any]], index: MetricIndex,
@@ -266,10 +272,10 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
         if points:
             histograms[host_id].add(points)
         status = statuses.get(actor_id)
-        stalled = state == RUNNING and status is not None and any(
-            now_ns - h.start_ns >= stall_ns for h in status.running)
-        summary["stalled"] += stalled
-        if stalled or state != RUNNING or rank in last_failure or host_id in open_hosts:
+        stuck = state == RUNNING and status is not None and any(
+            stalled(h, now_ns, stall_ns) for h in status.running)
+        summary["stalled"] += stuck
+        if stuck or state != RUNNING or rank in last_failure or host_id in open_hosts:
             notable.append(_actor(mesh, rank, index, last_failure.get(rank),
                                   proc_states.get(proc), live))
     for host_id, histogram in histograms.items():
@@ -295,12 +301,12 @@ def _actor(mesh: dict[str, Any], rank: int, index: MetricIndex,
     actor_id = f"{mesh['mesh']}[{rank}]"
     messages, queue_depth, p50, last_method = index.stats(proc, name, actor_id)
     state = _actor_state(mesh["states"], rank, proc_state)
-    running, queued, stalled = live.actor(actor_id, state)
+    running, queued, stuck = live.actor(actor_id, state)
     return {"rank": rank, "proc": proc, "state": state, "actor_id": actor_id,
             "label": mesh["labels"].get(rank, ""), "point": mesh["coords"].get(rank, {}),
             "messages": messages, "queue_depth": queue_depth, "latency_p50_ms": p50,
             "last_method": last_method, "running": running, "queued_methods": queued,
-            "stalled": stalled, "failure": failure.get("report") if failure else None}
+            "stalled": stuck, "failure": failure.get("report") if failure else None}
 
 
 INDEX_METRICS = frozenset({"messages_handled", "handler_latency_seconds", "queue_depth",
