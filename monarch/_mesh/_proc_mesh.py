@@ -81,7 +81,7 @@ class ProcMesh(OnView):
         # proc: a proc killed before its own `actor_started` left would leave its actor unknown
         # (its death blamed on the proc mesh, not on the actor's owner).
         view = self._view
-        runtime.notify(_services.controller_address(), "actors_spawned", {
+        runtime.notify_first(_services.controller_address(), "actors_spawned", {
             "mesh": mesh_id, "name": name, "class_name": class_name, "owner": runtime.address,
             "owner_id": owner.actor_id, "procs": self._procs,
             "labels": list(view.labels), "sizes": list(view.sizes),

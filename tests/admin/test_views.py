@@ -273,3 +273,15 @@ def test_listing_debug_sessions_spawns_nothing(admin):
     for _ in range(3):
         assert isinstance(admin.sessions(), list)
     assert {m["name"] for m in admin.topology()["meshes"]} == before
+
+
+def test_the_admin_api_knows_a_mesh_once_spawn_returned(admin, procs, echo_class):
+    """The spawner's word of a new mesh reaches the controller's own supervisor before any
+    request made after `spawn()` returned (it went through the controller's own socket, and a
+    `monarch stack NAME` at once could be told "no mesh")."""
+    for i in range(5):
+        mesh = procs.spawn(f"known_at_once_{i}", echo_class)
+        topo = admin.topology(rows=[])
+        assert f"known_at_once_{i}" in [m["name"] for m in topo["meshes"]]
+        assert admin.stacks(f"known_at_once_{i}")["groups"]  # found: sampled, whatever state
+        mesh.ping.call(i).get(timeout=30)
