@@ -41,12 +41,7 @@ def test_the_odd_rank_out_is_named_first_with_its_stack(admin, procs, tmp_path: 
     calls = [waiters.slice(gpus=i).work.call_one(2, str(release)) for i in range(4)]
 
     def stuck() -> dict | None:  # until the others have answered and rank 2 waits
-        try:
-            result = admin.stacks("stack_waiters")
-        except AdminError as exc:  # the spawner's word of the mesh is still on its way
-            if exc.status == 404:
-                return None
-            raise
+        result = admin.stacks("stack_waiters")
         ranks = [g["ranks"] for g in result["groups"]]
         return result if ranks == [[2], [0, 1, 3]] and all(c.done() for c in (
             calls[0], calls[1], calls[3])) and "hold_the_line" in result["groups"][0][
