@@ -12,7 +12,7 @@ reaches it through its admin API as `monarch top` does, and:
 
 1. reads the controller's CPU (`/proc/<pid>/stat`) over `--seconds` with no console: the job's
    own cost;
-2. runs the console (`MonarchTop`, `--refresh` 0.5 s, headless under Textual's Pilot, 200 x 50)
+2. runs the console (`MonarchTop`, `--refresh` its default, headless under Pilot, 200 x 50)
    for as long, pressing `j`/`k` once a second (`simulate_key`: queued to the app as a
    terminal's key is; the cursor moves through the tree) and reading the controller's CPU
    again, then once more without the console: the difference from the mean of the two
@@ -302,7 +302,10 @@ def main() -> None:
     parser.add_argument("--actors", default="64,256,1024",
                         help=f"sizes, comma-separated, of {sorted(SHAPES)}")
     parser.add_argument("--seconds", type=float, default=20.0, help="each window's length")
-    parser.add_argument("--refresh", type=float, default=0.5, help="the console's poll (s)")
+    from monarch.console import REFRESH_S
+
+    parser.add_argument("--refresh", type=float, default=REFRESH_S,
+                        help=f"the console's poll (s; its default {REFRESH_S})")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--profile", type=Path, help="py-spy the controller during the console's "
                         "window: collapsed stacks in PROFILE.<actors>.txt")

@@ -15,6 +15,8 @@ from typing import Any
 
 import typer
 
+from monarch.console import REFRESH_S
+
 EXIT_FAILED, EXIT_NO_JOB = 1, 3
 
 
@@ -33,7 +35,7 @@ def top(
     job: str | None = typer.Option(None, "--job", help="Job id, when several run."),
     diagnose: bool = typer.Option(False, "--diagnose", help="Ping every proc, print the "
                                   "report as JSON and exit 0 (all pass/slow) or 1."),
-    refresh: float = typer.Option(0.5, "--refresh", min=0.1, help="Seconds between polls."),
+    refresh: float = typer.Option(REFRESH_S, "--refresh", min=0.1, help="Seconds between polls."),
     read_only: bool = typer.Option(False, "--read-only", help="Look, never touch: kill, stop, "
                                    "break and attach are refused."),
 ) -> None:
@@ -53,7 +55,7 @@ def demo(
     loggers: int = typer.Option(0, "--loggers", help="Add N chatty actors streaming logs."),
     grid: int = typer.Option(64, "--grid", help="Ranks of the `workers` mesh (dp x tp), one "
                              "lagging: `v` shows it as a grid (0: none)."),
-    refresh: float = typer.Option(0.5, "--refresh", min=0.1, help="Seconds between polls."),
+    refresh: float = typer.Option(REFRESH_S, "--refresh", min=0.1, help="Seconds between polls."),
     run_for: float = typer.Option(0.0, "--run-for", help="End the workload after N seconds "
                                   "(0: when the console quits)."),
     no_console: bool = typer.Option(False, "--no-console", help="Only run the workload (print "

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["run"]
+__all__ = ["REFRESH_S", "run"]
+
+REFRESH_S = 0.45
+"""Seconds between the console's polls by default: a little over two refreshes a second (a
+0.5 s beat gave 1.98-2.01 a second, on the line of the two it must keep). At 1,024 busy actors
+a poll costs the controller ~17 ms of CPU (the topology ~13 of it), ~3.8 % of a core at this
+rate; the metrics behind it are shipped every 0.5 s (`_instrument.BULK_S`), while states,
+failures and stalls are live."""
 
 
-def run(client: Any, refresh: float = 0.5, read_only: bool = False) -> None:
+def run(client: Any, refresh: float = REFRESH_S, read_only: bool = False) -> None:
     """Runs the console on `client` until the user quits (`read_only`: kill, stop, break and
     attach refused)."""
     from .app import MonarchTop

@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
+from . import REFRESH_S
 from . import _ending as ending
 from . import _keys as keys
 from . import _logmodel as logmodel
@@ -133,7 +134,7 @@ class MonarchTop(App[None]):
         quiet_gc()
         return super().run(*args, **kwargs)
 
-    def __init__(self, client: Client, *, refresh: float = 0.5,
+    def __init__(self, client: Client, *, refresh: float = REFRESH_S,
                  attach_io: tuple[TextIO, TextIO] | None = None,
                  feed: Feed | None = None, read_only: bool = False) -> None:
         super().__init__()

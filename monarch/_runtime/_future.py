@@ -124,6 +124,15 @@ class Future(Generic[R]):
             raise TimeoutError(f"future not ready after {timeout} seconds")
         return self._resolve()
 
+    def get_following(self, timeout: float) -> R:
+        """`get` of a pending future settled by the process's loop, for a thread that must
+        not lead that loop while it waits: one that serves the admin API, whose CPU time is
+        what a request costs the job (leading, it ran the job's own traffic as the request's,
+        and each hand-over of the loop cost both threads)."""
+        if self._state == _PENDING and not self._lock_wait(timeout):
+            raise TimeoutError(f"future not ready after {timeout} seconds")
+        return self._resolve()
+
     def result(self, timeout: float | None = None) -> R:
         """Same as `get`."""
         return self.get(timeout)

@@ -131,3 +131,23 @@ def test_break_next_then_drive_the_session(admin, procs, echo_class):
     assert admin.send(session["id"], "p 1") is False
     with pytest.raises(AdminError, match="no actor breaker\\[9\\]"):
         admin.break_next("breaker", 9)
+
+
+def test_a_read_of_the_supervisor_runs_on_the_loop_not_on_the_requests_thread(job):
+    """`Actions.on_loop` waits without leading the loop: the read runs on the thread that
+    leads it, and a request's thread does not take the job's traffic as its own work (it
+    did, and that work counted as the request's cost)."""
+    import threading
+
+    actions = job.admin.api.actions
+    asked = []
+
+    def ask() -> None:
+        for _ in range(20):
+            asked.append((threading.get_ident(), actions.on_loop(threading.get_ident)))
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and len(asked) == 20
+    assert all(mine != ran for mine, ran in asked), asked

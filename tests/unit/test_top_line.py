@@ -40,3 +40,25 @@ def test_the_top_line_equals_the_sums_of_the_aggregated_series() -> None:
     assert line == from_aggregated(store)
     assert line["first_proc_ready_s"] == 0.734 and line["actor_spawn_p50_ms"] is not None
     assert line["failures_user"] + line["failures_infrastructure"] > 0
+
+
+def test_the_spawn_median_follows_a_series_replaced_in_place() -> None:
+    """The headline keeps the spawn median while its points are the same objects; a proc that
+    ships a changed histogram (a new point for the same series) moves it."""
+    store = Store()
+
+    def spawned(proc: str, buckets: tuple[int, ...]) -> None:
+        store.add(MetricPoint("actor_spawn_seconds", "histogram", {"mesh": "m"}, 0.0,
+                              source=proc, count=sum(buckets), bounds=BOUNDS, buckets=buckets))
+
+    spawned("p0", (0, 4, 0, 0, 0))
+    spawned("p1", (0, 4, 0, 0, 0))
+    first = top_line(store)["actor_spawn_p50_ms"]
+    assert first is not None and 1.0 <= first <= 10.0  # the (0.001, 0.01] bucket
+    assert top_line(store)["actor_spawn_p50_ms"] == first
+    spawned("p1", (0, 0, 0, 40, 0))  # the same series, slower spawns: a new point
+    moved = top_line(store)["actor_spawn_p50_ms"]
+    assert moved is not None and 100.0 <= moved <= 1000.0
+    assert moved == from_aggregated(store)["actor_spawn_p50_ms"]
+    spawned("p2", (0, 0, 0, 0, 0))  # a new series with no observations: the same median
+    assert top_line(store)["actor_spawn_p50_ms"] == moved
