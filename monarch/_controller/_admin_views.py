@@ -286,15 +286,12 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
             "open_hosts": sorted(h for h in open_hosts if h in hosts)}
 
 
-_ENDING = frozenset({STOPPING, STOPPED, FAILED})
-
-
 def _actor_state(states: dict[int, str], rank: int, proc_state: str | None) -> str:
     """An actor's state: its mesh's record of it, or its process's when that is ending or
     gone while the actor still counts as running."""
     state = states.get(rank, STARTING)
-    if state == RUNNING and proc_state in _ENDING:
-        return proc_state  # type: ignore[return-value]
+    if state == RUNNING and proc_state in (STOPPING, STOPPED, FAILED):
+        return proc_state
     return state
 
 
