@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -34,6 +36,10 @@ class Trainer(Actor):
             for p in self.model.parameters():
                 p.zero_()
         return version
+
+    @endpoint
+    async def pid(self) -> int:
+        return os.getpid()
 
     @endpoint
     async def manifest(self, key: str) -> Any:
@@ -112,6 +118,31 @@ def test_old_versions_are_released(meshes):
         == {second}
     assert delete_state_dict("rel").get(timeout=TIMEOUT)
     assert latest_version("rel").get(timeout=TIMEOUT) is None
+
+
+def test_a_delete_answers_once_the_owner_let_the_memory_go(meshes):
+    """Releasing a version (a delete, a newer publish) answers only once the buffers' owner
+    dropped them: while the owner is stopped (SIGSTOP) the delete does not answer; continued,
+    it answers and the buffers refuse reads at once. (The drops were sent and not waited for:
+    the answer came while the owner still held the memory.)"""
+    from monarch.rdma import BufferDroppedError
+
+    trainer, _ = meshes
+    trainer.publish.call_one("held", 2.0).get(timeout=TIMEOUT)
+    _, entries = trainer.manifest.call_one("held").get(timeout=TIMEOUT)
+    buffers = [e[4] for e in entries.values() if e[0] == "tensor"]
+    pid = trainer.pid.call_one().get(timeout=TIMEOUT)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deleted = delete_state_dict("held")
+        with pytest.raises(TimeoutError):  # the owner cannot answer its drops yet
+            deleted.get(timeout=2.0)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert deleted.get(timeout=TIMEOUT) is True
+    for buffer in buffers:
+        with pytest.raises(BufferDroppedError):
+            buffer.read_into(torch.empty(buffer.size(), dtype=torch.uint8)).get(timeout=TIMEOUT)
 
 
 def test_weight_versions_show_in_the_topology_and_monarch_status(meshes):

@@ -2,12 +2,13 @@
 
 It keeps, per key, the newest version's manifest: for each tensor its dtype, shape, size and
 the `RDMABuffer` over the publisher's snapshot of it; other values inline. Publishing a new
-version drops the buffers of the one it replaces (the publisher's memory is freed once the
-reads in progress end), so each key holds one snapshot's memory at a time.
+version drops the buffers of the one it replaces before it answers (the publisher's memory is
+freed once the reads in progress end), so each key holds one snapshot's memory at a time.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .. import telemetry
@@ -71,8 +72,22 @@ class WeightIndex(Actor):
         return old is not None
 
 
+DROP_WAIT_S = 10.0
+"""How long `release` waits, in all, for the owners of a manifest's buffers to let them go."""
+
+
 def release(entries: dict[str, Any]) -> None:
-    """Drops the buffers of a manifest (not waiting: an owner that is gone is dropped)."""
-    for entry in entries.values():
-        if entry[0] == "tensor" and entry[4] is not None:
-            entry[4].drop()
+    """Drops the buffers of a manifest and waits until their owners let them go, so that when
+    `publish` or `delete` returns the old version's memory is released and its buffers refuse
+    reads (`BufferDroppedError`). An owner that is gone counts as dropped; one that has not
+    answered within `DROP_WAIT_S` finishes its drop in the background. (The drops were sent
+    and not waited for: a read right after `publish` could still reach the old version, as a
+    loaded machine showed.)"""
+    drops = [entry[4].drop() for entry in entries.values()
+             if entry[0] == "tensor" and entry[4] is not None]
+    deadline = time.monotonic() + DROP_WAIT_S
+    for drop in drops:
+        try:
+            drop.get(timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            pass  # its transfer thread still drops it; the index does not wait longer
