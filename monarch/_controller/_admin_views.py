@@ -261,8 +261,7 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
         state = _actor_state(states, rank, proc_states.get(proc))
         actor_id = f"{mesh_id}[{rank}]"
         summary["actors"] += 1
-        counts = summary["states"]
-        counts[state] = counts.get(state, 0) + 1
+        summary["states"][state] = summary["states"].get(state, 0) + 1
         done = handled.get((proc, name))
         if done is not None:
             summary["messages"] += int(done[0])
@@ -273,8 +272,8 @@ def _folded(mesh: dict[str, Any], index: MetricIndex, failures: list[dict[str, A
         if points:
             histograms[host_id].add(points)
         status = statuses.get(actor_id)
-        stuck = (state == RUNNING and status is not None and bool(status.running)
-                 and any(stalled(h, now_ns, stall_ns) for h in status.running))
+        stuck = state == RUNNING and status is not None and any(
+            stalled(h, now_ns, stall_ns) for h in status.running)
         summary["stalled"] += stuck
         if stuck or state != RUNNING or rank in last_failure or host_id in open_hosts:
             notable.append(_actor(mesh, rank, index, last_failure.get(rank),
@@ -384,10 +383,7 @@ class MetricIndex:
         handled, latency, queue = self.handled, self.latency, self.queue
         for p in named.get("messages_handled", ()):
             source, labels, value = p.source, p.labels, p.value
-            counted = procs.get(source)
-            if counted is None:
-                counted = counters(source)
-            counted["messages"] += int(value)
+            counters(source)["messages"] += int(value)
             key = (source, labels.get("mesh", ""))
             found = handled.get(key)
             if found is None:
