@@ -10,6 +10,7 @@ under its lock.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
@@ -103,11 +104,22 @@ class Journal(Bounded[T]):
     """
 
     def __init__(self, max_records: int, max_bytes: int, size_of: Callable[[T], int],
-                 records_of: Callable[[T], int] = _one) -> None:
+                 records_of: Callable[[T], int] = _one,
+                 behind: threading.Event | None = None, hurry: float = 1.0) -> None:
         super().__init__(max_records, max_bytes, size_of, records_of)
         self._base = 0  # position of the oldest item held
         self.lost = 0
         """Records evicted before they were released (never written)."""
+        self._behind = behind
+        self._hurry_bytes = int(max_bytes * hurry)
+
+    def extend(self, items: Iterable[T]) -> int:
+        """Appends items (see `Bounded.extend`); past ``hurry`` of its bytes, sets ``behind``:
+        the follower wakes now, not at its next look."""
+        evicted = super().extend(items)
+        if self._behind is not None and self.bytes >= self._hurry_bytes:
+            self._behind.set()
+        return evicted
 
     @property
     def end(self) -> int:

@@ -4,7 +4,8 @@
 The follower reads in steps (`since`, a cursor per kind) and releases what it has written
 (`release`). What it has not released counts against the journals' share of the store's
 budget, split per kind (`SHARES`): a follower that falls behind loses the oldest (counted in
-`lost`), the job never waits for it. Thread-safe, under the store's lock.
+`lost`), the job never waits for it; a journal past ``hurry`` of its share sets `behind`, so the
+follower writes at once rather than at its next look. Thread-safe, under the store's lock.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ class Journals:
     """One journal per kind of `KINDS`, ``max_bytes`` for all (see `SHARES`)."""
 
     def __init__(self, lock: threading.RLock, max_bytes: int,
-                 max_records: int = 10_000_000) -> None:
+                 max_records: int = 10_000_000, hurry: float = 1.0) -> None:
         self._lock = lock
+        self.behind = threading.Event()
+        """Set when a journal passes ``hurry`` of its share (the follower clears it)."""
         self.by_kind: dict[str, Journal[Any]] = {
             kind: Journal(max_records, int(max_bytes * SHARES[kind]), SIZE_OF[kind],
-                          functools.partial(records_in, kind))
+                          functools.partial(records_in, kind), self.behind, hurry)
             for kind in KINDS}
         """The journals (the store appends to them under its lock)."""
 

@@ -271,12 +271,13 @@ class Store:
         with self._lock:
             return self._logs.all()
 
-    def follow(self) -> Journals:
+    def follow(self, hurry: float = 1.0) -> Journals:
         """Starts keeping, from now on, what is added in arrival order for one follower (the
-        controller's Parquet writer calls it once); returns the journals it reads."""
+        controller's Parquet writer calls it once); returns the journals it reads (their
+        `behind` is set when one is past ``hurry`` of its share)."""
         with self._lock:
             if self._journals is None:
-                self._journals = Journals(self._lock, self.budget.of("journal"))
+                self._journals = Journals(self._lock, self.budget.of("journal"), hurry=hurry)
                 self.actors.journals = self._journals.by_kind
             return self._journals
 
