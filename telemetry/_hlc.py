@@ -35,11 +35,9 @@ class HybridClock:
     def now(self) -> int:
         """Returns a new stamp, strictly greater than any issued or observed before."""
         physical = self._wall_ns() & _PHYSICAL_MASK
-        lock = self._lock
-        lock.acquire()  # not `with`: half the cost, and nothing below can raise
-        last = self._last + 1
-        stamp = self._last = physical if physical > last else last  # noqa: PLR1730 (speed)
-        lock.release()
+        with self._lock:  # `with`: a signal's exception cannot land between taking and trying
+            last = self._last + 1
+            stamp = self._last = physical if physical > last else last  # noqa: PLR1730 (speed)
         return stamp
 
     def observe(self, remote: int) -> None:

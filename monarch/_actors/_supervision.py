@@ -10,6 +10,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+from .._wire import _signals
 from .._runtime._errors import indent
 
 
@@ -162,6 +163,7 @@ class _MainInterrupt:
 
 
 _MAIN_INTERRUPT = _MainInterrupt()
+_signals.wrappable.append(_MAIN_INTERRUPT._on_sigint)  # its interrupt waits for a step's end too
 prepare_main_interrupt = _MAIN_INTERRUPT.prepare
 
 

@@ -243,7 +243,10 @@ class Future(Generic[R]):
         return self._lock_wait(timeout)
 
     def _lock_wait(self, timeout: float | None) -> bool:
-        if not self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+        if timeout is None:
+            with self._lock:  # no window for a signal's exception between taking and giving
+                return True
+        if not self._lock.acquire(timeout=max(timeout, 0)):
             return False
         self._lock.release()  # let other waiters through
         return True

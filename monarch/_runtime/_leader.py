@@ -14,9 +14,10 @@ actors keep the baton among themselves, wakes it ~330 times a second for nothing
 park wakes it (`WATCH`), so a parked baton always has it watching.
 
 Invariant: the baton is held (by `_holder`), queued as BATON to the follower it was handed to,
-or parked (`_holder is None`, and then the I/O thread is not asleep). Every transition happens
-under `_lock`, so a follower that gives up always finds out whether the baton is already on its
-way to it.
+or parked (`_holder is None`, and then the I/O thread is not asleep). Every transition, the
+BATON's put included, happens under `_lock`, so a follower that gives up (`cancel`) finds the
+baton in its queue or already taken by it, never on its way: it gives up without waiting, even
+when a signal's exception came between its `get` of the BATON and its lead.
 """
 
 from __future__ import annotations
@@ -88,21 +89,26 @@ class Leadership:
         return False
 
     def cancel(self, me: queue.SimpleQueue[Any], stash: collections.deque[Any] | None) -> None:
-        """Withdraws a `want`. If the baton was already handed to `me`, passes it on; items that
-        were queued on `me` before it are moved, in order, to `stash`."""
+        """Withdraws a `want`, at any point after it: the baton, if handed to `me` (queued, or
+        already taken from `me` and not yet led with — a signal's exception can land between
+        the two), is passed on. What `me` queued besides BATON and DONE moves, in order, to
+        `stash`. Never waits."""
         with self._lock:
             try:
                 self._wanted.remove(me)
                 return
             except ValueError:
                 pass
-        while True:
-            item = me.get()
-            if item is BATON:
-                self.release(me)
-                return
-            if stash is not None and item is not DONE:
-                stash.append(item)
+            holds = self._holder is me  # BATON is queued to `me` under this lock, or was taken
+            while True:
+                try:
+                    item = me.get_nowait()
+                except queue.Empty:
+                    break
+                if stash is not None and item is not BATON and item is not DONE:
+                    stash.append(item)
+        if holds:
+            self.release(me)
 
     def release(self, me: queue.SimpleQueue[Any]) -> bool:
         """The leader `me` stops leading: the baton goes to the first follower waiting, or is
@@ -121,14 +127,14 @@ class Leadership:
                 self._parks += 1
                 watch, self.io_asleep = self.io_asleep, False
             self._holder = nxt
+            if nxt is not None and nxt is not me:
+                nxt.put(BATON)  # under the lock: see `cancel`
+                return False
         if nxt is None:
             if watch:
                 self.io_queue.put(WATCH)
             return False
-        if nxt is me:
-            return True
-        nxt.put(BATON)
-        return False
+        return True
 
     def take_if_parked(self, me: queue.SimpleQueue[Any], min_age: float) -> bool:
         """Takes a baton parked for at least `min_age` seconds (or any, when closing). The I/O

@@ -28,42 +28,68 @@ class Numbering:
         self._lock = threading.Lock()
         # (sender, mesh) -> [base, {rank: offset}]; guarded by _lock.
         self._streams: dict[tuple[str, str], list[Any]] = {}
+        self.taken: dict[int, tuple] = {}
+        """Thread ident -> the numbers (`Seqs` runs) it took for the message it sends now,
+        until it is handed over (`ProcessRuntime.cast` pops them). A signal's exception on the
+        main thread between the two would leave a gap that holds the actors' stream forever:
+        the sender then sends the message anyway (a replay is dropped, never run twice).
+        Recorded before the stream moves, and the stream moves idempotently (`_advance`)."""
 
     def take(self, sender: str, mesh: str, ranks: Sequence[int],
              whole: bool = False) -> tuple[tuple[int, int], ...]:
         """Allocates one number per rank, in order, as `Seqs` runs; call only once the message
         will be sent. `whole`: `ranks` are every actor of the mesh (a cast to all of them)."""
+        ident = threading.get_ident()
         with self._lock:
             stream = self._streams.get((sender, mesh))
             if stream is None:
                 stream = self._streams[(sender, mesh)] = [0, {}]
             base, offsets = stream
-            if whole:
-                stream[0] = base + 1
-                if not offsets:
-                    return ((base, len(ranks)),)  # one number for all: no work per actor
-                values = [base + offsets.get(rank, 0) for rank in ranks]
-                if min(values) == max(values):  # the offsets caught up: drop them
-                    offsets.clear()
-                    stream[0] = values[0] + 1
-            else:
-                values = []
-                for rank in ranks:
-                    offset = offsets.get(rank, 0)
-                    values.append(base + offset)
-                    offsets[rank] = offset + 1
-        return Seqs.encode(values)
+            if whole and not offsets:
+                seqs: tuple = ((base, len(ranks)),)  # one number for all: no work per actor
+                self.taken[ident] = seqs
+                stream[0] = base + 1  # no signal check between these two stores
+                return seqs
+            values = [base + offsets.get(rank, 0) for rank in ranks]
+            seqs = Seqs.encode(values)
+            self.taken[ident] = seqs
+            try:
+                _advance(stream, base, ranks, values, whole)
+            except BaseException:  # a signal's exception: the numbers are out, move past them
+                _advance(stream, base, ranks, values, whole)
+                raise
+        return seqs
 
     def take_one(self, sender: str, mesh: str, rank: int) -> int:
         """Allocates the number of a single message to one actor."""
+        ident = threading.get_ident()
         with self._lock:
             stream = self._streams.get((sender, mesh))
             if stream is None:
                 stream = self._streams[(sender, mesh)] = [0, {}]
             offsets = stream[1]
             offset = offsets.get(rank, 0)
-            offsets[rank] = offset + 1
-            return stream[0] + offset
+            value = stream[0] + offset
+            self.taken[ident] = ((value, 1),)
+            offsets[rank] = offset + 1  # no signal check between these two stores
+            return value
+
+
+def _advance(stream: list[Any], base: int, ranks: Sequence[int], values: list[int],
+             whole: bool) -> None:
+    """Moves `stream` (its base was `base` when `values` were taken) past `values`; a second
+    run changes nothing."""
+    if whole:
+        if stream[0] == base:
+            if min(values) == max(values):  # the offsets caught up: drop them
+                stream[:] = [values[0] + 1, {}]
+            else:
+                stream[0] = base + 1
+        return
+    offsets = stream[1]
+    for rank, value in zip(ranks, values):
+        if base + offsets.get(rank, 0) <= value:
+            offsets[rank] = value - base + 1
 
 
 MAX_HELD = 65_536

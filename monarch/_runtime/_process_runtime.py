@@ -8,6 +8,7 @@ settles port sinks with replies, and runs system handlers. Any thread may send.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import itertools
@@ -31,6 +32,7 @@ from ._ordering import Numbering, Reorder
 from ._ports import Sink
 from .._geometry._view import View
 from .._wire._messages import CALL_FIELDS, Batch, Call, Notice, Reply, Seqs
+from .._wire import _signals
 from .._wire._transport import Inbox, Outbox, PeerGone
 
 _NO_ARG = object()
@@ -188,23 +190,26 @@ class ProcessRuntime:
         if future.done():
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
+        if threading.get_ident() == _signals.MAIN:
+            _signals.guard()
         me: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        if self.leadership.want(me):
-            self.lead(me, future.done, deadline, future._gather)
-            return future.done()
-        future.add_done_callback(lambda: me.put(DONE))
-        try:
-            item = me.get(timeout=None if deadline is None else max(0.0, timeout or 0.0))
-        except queue.Empty:
-            self.leadership.cancel(me, None)
-            return future.done()
+        lead = self.leadership
+        try:  # from `want` on: a signal's exception anywhere below gives the baton back
+            if lead.want(me):
+                self.lead(me, future.done, deadline, future._gather)
+                return future.done()
+            future.add_done_callback(lambda: me.put(DONE))
+            try:
+                item = me.get(timeout=None if deadline is None else max(0.0, timeout or 0.0))
+            except queue.Empty:
+                item = None
+            if item is BATON:
+                self.lead(me, future.done, deadline, future._gather)
+            else:
+                lead.cancel(me, None)
         except BaseException:
-            self.leadership.cancel(me, None)
+            lead.cancel(me, None)  # never waits; passes the baton on if `me` had it
             raise
-        if item is BATON:
-            self.lead(me, future.done, deadline, future._gather)
-        else:
-            self.leadership.cancel(me, None)
         return future.done()
 
     # -- sending -----------------------------------------------------------------------------
@@ -226,18 +231,34 @@ class ProcessRuntime:
         thread's next calls and leave with them (`_wire._held`). Raises PeerGone if the first
         hop is known dead."""
         ranks = to.ranks
-        if len(ranks) == 1:
-            seqs: tuple = ((self.numbering.take_one(sender, to.mesh, ranks[0]), 1),)
-        else:
-            seqs = self.numbering.take(sender, to.mesh, ranks, to.whole)
-        call = Call(sender, to.mesh, method, to.procs, to.wire, 0, len(ranks), seqs, port,
-                    trace, _clock.now(), len(frames))
-        if hold:
-            if self.outbox.hold(to.table[ranks[0]], call, frames) \
-                    and self.leadership.holder_polls():
-                self.wake()  # a leader polls, maybe for long: it releases them at once
-            return
-        self.outbox.send(to.table[ranks[0]], call, frames, block=block)
+        taken = self.numbering.taken
+        if threading.get_ident() == _signals.MAIN:
+            _signals.guard()
+        try:
+            if len(ranks) == 1:
+                seqs: tuple = ((self.numbering.take_one(sender, to.mesh, ranks[0]), 1),)
+            else:
+                seqs = self.numbering.take(sender, to.mesh, ranks, to.whole)
+            call = Call(sender, to.mesh, method, to.procs, to.wire, 0, len(ranks), seqs, port,
+                        trace, _clock.now(), len(frames))
+            if hold:
+                if self.outbox.hold(to.table[ranks[0]], call, frames) \
+                        and self.leadership.holder_polls():
+                    self.wake()  # a leader polls, maybe for long: it releases them at once
+            else:
+                self.outbox.send(to.table[ranks[0]], call, frames, block=block)
+        except BaseException as exc:
+            out = taken.pop(threading.get_ident(), None)
+            if out is not None and not isinstance(exc, Exception):
+                # A signal's exception (KeyboardInterrupt, a handler's SystemExit) between
+                # taking the numbers and handing the call over: it goes anyway (sent twice,
+                # the replay is dropped), or the actors' stream would wait for it forever.
+                call = Call(sender, to.mesh, method, to.procs, to.wire, 0, len(ranks), out,
+                            port, trace, _clock.now(), len(frames))
+                with contextlib.suppress(Exception):
+                    self.outbox.send(to.table[ranks[0]], call, frames, block=False)
+            raise
+        taken.pop(threading.get_ident(), None)
 
     def _held_lost(self, address: str, msg: Any, reason: str | None) -> None:
         """Held calls that could not be sent: their callers get the error a send would have
@@ -420,8 +441,18 @@ class ProcessRuntime:
             timeout = 1000 if long_polls else WAITER_POLL_MS
         if held.by_address:  # another thread holds calls: send them when due (`_held`)
             timeout = 1
+        events = self._poller.poll(timeout)  # type: ignore[union-attr]
+        if threading.get_ident() == _signals.MAIN:
+            with _signals.DEFERRED:  # a KeyboardInterrupt waits until what was read is handled
+                self._after_poll(events, handlers, held)
+        else:
+            self._after_poll(events, handlers, held)
+
+    def _after_poll(self, events: list[Any], handlers: dict[Any, tuple[Callable[..., None], Any]],
+                held: Any) -> None:
+        """What one poll found, then what is due (the rest of `_poll_once`)."""
         idle = True
-        for target, _ in self._poller.poll(timeout):  # type: ignore[union-attr]
+        for target, _ in events:
             handler, arg = handlers[target]
             if arg is _NO_ARG:
                 handler()

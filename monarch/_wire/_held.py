@@ -30,6 +30,7 @@ import time
 from typing import Any, Callable
 
 from ._messages import Call, call_or_batch
+from ._signals import DEFERRED
 
 MAX_HELD = 64
 """Calls held for one destination before they are sent without waiting for more."""
@@ -87,16 +88,32 @@ class HeldCalls:
     def release(self, block: bool) -> None:
         """Sends every held call: one `Call`, or one `Batch` per destination. `block=False` is
         the loop's: it never waits (another thread releasing sends them)."""
-        if block:
-            self.lock.acquire()
-        elif not self.lock.acquire(blocking=False):
-            return
-        try:
-            held, self.by_address = self.by_address, {}
-            for address, calls in held.items():
-                msg, frames = call_or_batch(calls)
-                self._send(address, msg, frames, block)
-        finally:
-            self.lock.release()
+        if block:  # `with`: a signal's exception cannot land between taking and trying
+            with self.lock:
+                self._send_held(block)
+        else:
+            with DEFERRED:  # the main thread's KeyboardInterrupt waits past the acquire's `try`
+                if not self.lock.acquire(blocking=False):
+                    return
+                try:
+                    self._send_held(block)
+                finally:
+                    self.lock.release()
         if self._after is not None:
             self._after()
+
+    def _send_held(self, block: bool) -> None:
+        """Sends what is held, one destination at a time (the caller holds the lock). Each
+        leaves `by_address` once sent: a KeyboardInterrupt during a send leaves its calls
+        held, sent again with the next release (their numbers make a replay harmless), never
+        lost (a lost call leaves a gap that holds its actors' stream forever)."""
+        by_address = self.by_address
+        while by_address:
+            address = next(iter(by_address))
+            msg, frames = call_or_batch(by_address[address])
+            try:
+                self._send(address, msg, frames, block)
+            except Exception:
+                del by_address[address]  # as a send's own error: not sent again
+                raise
+            del by_address[address]

@@ -25,7 +25,12 @@ import zmq.utils.z85
 
 from . import _lane
 from ._held import HeldCalls
+from ._signals import DEFERRED
 from ._messages import Call, WireError, decode, encode
+
+_MAIN_THREAD = threading.main_thread().ident
+"""The thread that runs signal handlers: it takes link locks only with `with`, and writes
+under `DEFERRED` (`_signals`)."""
 
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _USER = b"monarch"
@@ -441,21 +446,24 @@ class Outbox:
         nothing a sender left behind is stranded."""
         lane.incoming.append(parts)
         lock = link.lock
-        if not lock.acquire(False):
-            if link.closed or self._is_dead(address):
-                raise PeerGone(address)
-            if not block or not lane.backlog:
-                return  # the holder writes it
-            lock.acquire()
-        try:
-            if link.closed:
-                raise PeerGone(address)
-            lane.put_incoming()
-            mark = lane.queued if block and lane.backlog else 0
-            if lane.backlog:
-                self._backlog(address)
-        finally:
-            lock.release()
+        if threading.get_ident() == _MAIN_THREAD:
+            # Signal handlers run on this thread, at the check after a call returns: an
+            # exception raised between `acquire` and `try` would hold the lock for good (later
+            # senders leave their messages to a holder that is gone). `with` has no such
+            # window; its cost, waiting for a holder that writes without blocking, is small.
+            with lock, DEFERRED:  # and no KeyboardInterrupt between a write and its count
+                mark = self._put_locked(address, link, lane, block)
+        else:
+            if not lock.acquire(False):
+                if link.closed or self._is_dead(address):
+                    raise PeerGone(address)
+                if not block or not lane.backlog:
+                    return  # the holder writes it
+                lock.acquire()
+            try:
+                mark = self._put_locked(address, link, lane, block)
+            finally:
+                lock.release()
         self._put_left(address, link, lane)
         if not mark:
             return
@@ -468,7 +476,7 @@ class Outbox:
                 raise PeerGone(address, f"the message was not taken within "
                                         f"{self.delivery_timeout:g} s (message_delivery_timeout)")
             lane.wait_writable(0.05)
-            with link.lock:
+            with link.lock, DEFERRED:
                 if link.closed:
                     raise PeerGone(address)
                 lane.put_incoming()
@@ -478,20 +486,40 @@ class Outbox:
             if done:
                 return
 
+    def _put_locked(self, address: str, link: _Link, lane: _lane.Link, block: bool) -> int:
+        """Writes what waits in `lane.incoming` (the caller holds the lock); returns the mark
+        a blocking sender waits for (0: none)."""
+        if link.closed:
+            raise PeerGone(address)
+        lane.put_incoming()
+        mark = lane.queued if block and lane.backlog else 0
+        if lane.backlog:
+            self._backlog(address)
+        return mark
+
     def _put_left(self, address: str, link: _Link, lane: _lane.Link) -> None:
         """Writes what senders left in `lane.incoming` while this thread held the lock,
-        unless another thread holds it now (that one writes it)."""
+        unless another thread holds it now (that one writes it; the main thread waits for
+        it instead, see `_send_lane`)."""
         lock = link.lock
+        if threading.get_ident() == _MAIN_THREAD:
+            while lane.incoming:
+                with lock, DEFERRED:
+                    self._write_left(address, link, lane)
+            return
         while lane.incoming and lock.acquire(False):
             try:
-                if link.closed:
-                    lane.incoming.clear()
-                    return
-                lane.put_incoming()
-                if lane.backlog:
-                    self._backlog(address)
+                self._write_left(address, link, lane)
             finally:
                 lock.release()
+
+    def _write_left(self, address: str, link: _Link, lane: _lane.Link) -> None:
+        if link.closed:
+            lane.incoming.clear()
+            return
+        lane.put_incoming()
+        if lane.backlog:
+            self._backlog(address)
 
     def flush(self) -> None:
         """Retries backlogged messages (I/O loop only); drops those for dead peers, counted."""

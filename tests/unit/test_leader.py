@@ -31,8 +31,22 @@ def test_cancel_after_the_baton_was_handed_passes_it_on():
     me.put("work-2")
     stash: collections.deque = collections.deque()
     lead.cancel(me, stash)
-    assert list(stash) == ["work-1"] and me.get_nowait() == "work-2"
+    assert list(stash) == ["work-1", "work-2"] and me.empty()  # in order, nothing left behind
     assert lead.take_if_parked(lead.io_queue, 0.0)  # it went back to being parked
+
+
+def test_cancel_after_the_baton_was_taken_passes_it_on_without_waiting():
+    """A signal's exception can land between the `get` that took the BATON and the lead: the
+    follower gives up holding it, and `cancel` must not wait for a BATON already taken."""
+    lead = Leadership(lambda: None)
+    me: queue.SimpleQueue = queue.SimpleQueue()
+    lead.want(me)
+    lead.release(lead.io_queue)
+    assert me.get_nowait() is BATON
+    done = threading.Event()
+    threading.Thread(target=lambda: (lead.cancel(me, None), done.set()), daemon=True).start()
+    assert done.wait(10), "cancel waited for the baton its follower had already taken"
+    assert lead.take_if_parked(lead.io_queue, 0.0)  # passed on: parked, nobody else wanted it
 
 
 def test_io_thread_keeps_the_baton_when_its_follower_gave_up():
