@@ -35,11 +35,13 @@ class Numbering:
         the sender then sends the message anyway (a replay is dropped, never run twice).
         Recorded before the stream moves, and the stream moves idempotently (`_advance`)."""
 
-    def take(self, sender: str, mesh: str, ranks: Sequence[int],
-             whole: bool = False) -> tuple[tuple[int, int], ...]:
+    def take(self, sender: str, mesh: str, ranks: Sequence[int], whole: bool = False,
+             ident: int | None = None) -> tuple[tuple[int, int], ...]:
         """Allocates one number per rank, in order, as `Seqs` runs; call only once the message
-        will be sent. `whole`: `ranks` are every actor of the mesh (a cast to all of them)."""
-        ident = threading.get_ident()
+        will be sent. `whole`: `ranks` are every actor of the mesh (a cast to all of them).
+        `ident`: the calling thread's (`taken` records them under it)."""
+        if ident is None:
+            ident = threading.get_ident()
         with self._lock:
             stream = self._streams.get((sender, mesh))
             if stream is None:
@@ -60,9 +62,10 @@ class Numbering:
                 raise
         return seqs
 
-    def take_one(self, sender: str, mesh: str, rank: int) -> int:
-        """Allocates the number of a single message to one actor."""
-        ident = threading.get_ident()
+    def take_one(self, sender: str, mesh: str, rank: int, ident: int | None = None) -> int:
+        """Allocates the number of a single message to one actor (see `take`)."""
+        if ident is None:
+            ident = threading.get_ident()
         with self._lock:
             stream = self._streams.get((sender, mesh))
             if stream is None:

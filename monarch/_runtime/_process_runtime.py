@@ -232,13 +232,14 @@ class ProcessRuntime:
         hop is known dead."""
         ranks = to.ranks
         taken = self.numbering.taken
-        if threading.get_ident() == _signals.MAIN:
+        ident = threading.get_ident()
+        if ident == _signals.MAIN:
             _signals.guard()
         try:
             if len(ranks) == 1:
-                seqs: tuple = ((self.numbering.take_one(sender, to.mesh, ranks[0]), 1),)
+                seqs: tuple = ((self.numbering.take_one(sender, to.mesh, ranks[0], ident), 1),)
             else:
-                seqs = self.numbering.take(sender, to.mesh, ranks, to.whole)
+                seqs = self.numbering.take(sender, to.mesh, ranks, to.whole, ident)
             call = Call(sender, to.mesh, method, to.procs, to.wire, 0, len(ranks), seqs, port,
                         trace, _clock.now(), len(frames))
             if hold:
@@ -248,7 +249,7 @@ class ProcessRuntime:
             else:
                 self.outbox.send(to.table[ranks[0]], call, frames, block=block)
         except BaseException as exc:
-            out = taken.pop(threading.get_ident(), None)
+            out = taken.pop(ident, None)
             if out is not None and not isinstance(exc, Exception):
                 # A signal's exception (KeyboardInterrupt, a handler's SystemExit) between
                 # taking the numbers and handing the call over: it goes anyway (sent twice,
@@ -258,7 +259,7 @@ class ProcessRuntime:
                 with contextlib.suppress(Exception):
                     self.outbox.send(to.table[ranks[0]], call, frames, block=False)
             raise
-        taken.pop(threading.get_ident(), None)
+        taken.pop(ident, None)
 
     def _held_lost(self, address: str, msg: Any, reason: str | None) -> None:
         """Held calls that could not be sent: their callers get the error a send would have
@@ -443,8 +444,13 @@ class ProcessRuntime:
             timeout = 1
         events = self._poller.poll(timeout)  # type: ignore[union-attr]
         if threading.get_ident() == _signals.MAIN:
-            with _signals.DEFERRED:  # a KeyboardInterrupt waits until what was read is handled
+            _signals.depth += 1  # a KeyboardInterrupt waits until what was read is handled
+            try:
                 self._after_poll(events, handlers, held)
+            finally:
+                _signals.depth -= 1
+            if _signals.pending:
+                _signals.fire()
         else:
             self._after_poll(events, handlers, held)
 

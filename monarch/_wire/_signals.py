@@ -24,6 +24,7 @@ a script's own SIGINT handler runs when it always did.
 
 from __future__ import annotations
 
+import _signal
 import signal
 import sys
 import threading
@@ -33,10 +34,15 @@ MAIN = threading.main_thread().ident
 """The thread that runs signal handlers."""
 
 depth = 0
-"""Deferring steps the main thread is inside now (main thread only)."""
+"""Deferring steps the main thread is inside now (main thread only). Hot paths mark a step
+inline: ``_signals.depth += 1``, ``try:`` the step ``finally: _signals.depth -= 1``, then
+``if _signals.pending: _signals.fire()`` (no call between the increment and the `try`)."""
 
-_pending: list[Callable[[int, Any], Any]] = []
+pending: list[Callable[[int, Any], Any]] = []
 """Handlers of interrupts that came during a step, to run at its end (main thread only)."""
+
+_installed: Any = None
+"""The deferring handler `guard` installed last."""
 
 
 class _Deferring:
@@ -50,7 +56,7 @@ class _Deferring:
 
     def __call__(self, signum: int, frame: Any) -> None:
         if depth:
-            _pending.append(self.inner)
+            pending.append(self.inner)
             return
         self.inner(signum, frame)
 
@@ -58,10 +64,25 @@ class _Deferring:
 def guard() -> None:
     """Puts the deferring handler in place of Python's default SIGINT handler, or of the
     fault interrupt's (`wrappable`). Main thread only; cheap when nothing changes."""
-    current = signal.getsignal(signal.SIGINT)
+    global _installed
+    current = _signal.getsignal(signal.SIGINT)  # not `signal.getsignal`: its enum lookup
+    if current is _installed:  # raises and catches a ValueError for a callable, ~2 us
+        return
     if current is signal.default_int_handler or current in wrappable:
-        signal.signal(signal.SIGINT, _Deferring(current))  # type: ignore[arg-type]
+        _installed = _Deferring(current)  # type: ignore[arg-type]
+        signal.signal(signal.SIGINT, _installed)  # type: ignore[arg-type]
         _resend.start()
+
+
+def fire() -> None:
+    """Raises the interrupt that came during the steps just ended, unless one is under way
+    (main thread only)."""
+    if depth or not pending:
+        return
+    handlers = pending[:]
+    pending.clear()
+    for handler in handlers:
+        handler(signal.SIGINT, None)  # Python's default one raises here
 
 
 class _Resend:
@@ -80,7 +101,7 @@ class _Resend:
 
         def swallowed(unraisable: Any) -> None:
             if unraisable.exc_type is KeyboardInterrupt and \
-                    isinstance(signal.getsignal(signal.SIGINT), _Deferring):
+                    isinstance(_signal.getsignal(signal.SIGINT), _Deferring):
                 self._again.set()  # sent again at once: nothing to print
                 return
             previous(unraisable)
@@ -117,11 +138,7 @@ class _Deferred:
         global depth
         if threading.get_ident() == MAIN:
             depth -= 1
-            if not depth and _pending:
-                handlers = _pending[:]
-                _pending.clear()
-                for handler in handlers:
-                    handler(signal.SIGINT, None)  # Python's default one raises here
+            fire()
 
 
 DEFERRED = _Deferred()

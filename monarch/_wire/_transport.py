@@ -25,12 +25,12 @@ import zmq.utils.z85
 
 from . import _lane
 from ._held import HeldCalls
-from ._signals import DEFERRED
+from . import _signals
 from ._messages import Call, WireError, decode, encode
 
 _MAIN_THREAD = threading.main_thread().ident
 """The thread that runs signal handlers: it takes link locks only with `with`, and writes
-under `DEFERRED` (`_signals`)."""
+as a deferring step (`_signals`)."""
 
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _USER = b"monarch"
@@ -451,8 +451,14 @@ class Outbox:
             # exception raised between `acquire` and `try` would hold the lock for good (later
             # senders leave their messages to a holder that is gone). `with` has no such
             # window; its cost, waiting for a holder that writes without blocking, is small.
-            with lock, DEFERRED:  # and no KeyboardInterrupt between a write and its count
-                mark = self._put_locked(address, link, lane, block)
+            with lock:
+                _signals.depth += 1  # no KeyboardInterrupt between a write and its count
+                try:
+                    mark = self._put_locked(address, link, lane, block)
+                finally:
+                    _signals.depth -= 1
+            if _signals.pending:
+                _signals.fire()
         else:
             if not lock.acquire(False):
                 if link.closed or self._is_dead(address):
@@ -476,7 +482,7 @@ class Outbox:
                 raise PeerGone(address, f"the message was not taken within "
                                         f"{self.delivery_timeout:g} s (message_delivery_timeout)")
             lane.wait_writable(0.05)
-            with link.lock, DEFERRED:
+            with link.lock, _signals.DEFERRED:
                 if link.closed:
                     raise PeerGone(address)
                 lane.put_incoming()
@@ -504,7 +510,7 @@ class Outbox:
         lock = link.lock
         if threading.get_ident() == _MAIN_THREAD:
             while lane.incoming:
-                with lock, DEFERRED:
+                with lock, _signals.DEFERRED:
                     self._write_left(address, link, lane)
             return
         while lane.incoming and lock.acquire(False):
