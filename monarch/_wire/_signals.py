@@ -41,8 +41,6 @@ inline: ``_signals.depth += 1``, ``try:`` the step ``finally: _signals.depth -= 
 pending: list[Callable[[int, Any], Any]] = []
 """Handlers of interrupts that came during a step, to run at its end (main thread only)."""
 
-_installed: Any = None
-"""The deferring handler `guard` installed last."""
 
 
 class _Deferring:
@@ -64,13 +62,11 @@ class _Deferring:
 def guard() -> None:
     """Puts the deferring handler in place of Python's default SIGINT handler, or of the
     fault interrupt's (`wrappable`). Main thread only; cheap when nothing changes."""
-    global _installed
     current = _signal.getsignal(signal.SIGINT)  # not `signal.getsignal`: its enum lookup
-    if current is _installed:  # raises and catches a ValueError for a callable, ~2 us
+    if type(current) is _Deferring:  # raises and catches a ValueError for a callable, ~2 us
         return
     if current is signal.default_int_handler or current in wrappable:
-        _installed = _Deferring(current)  # type: ignore[arg-type]
-        signal.signal(signal.SIGINT, _installed)  # type: ignore[arg-type]
+        signal.signal(signal.SIGINT, _Deferring(current))  # type: ignore[arg-type]
         _resend.start()
 
 

@@ -28,10 +28,6 @@ from ._held import HeldCalls
 from . import _signals
 from ._messages import Call, WireError, decode, encode
 
-_MAIN_THREAD = threading.main_thread().ident
-"""The thread that runs signal handlers: it takes link locks only with `with`, and writes
-as a deferring step (`_signals`)."""
-
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _USER = b"monarch"
 PENDING_S = 10.0
@@ -446,7 +442,7 @@ class Outbox:
         nothing a sender left behind is stranded."""
         lane.incoming.append(parts)
         lock = link.lock
-        if threading.get_ident() == _MAIN_THREAD:
+        if threading.get_ident() == _signals.MAIN:
             # Signal handlers run on this thread, at the check after a call returns: an
             # exception raised between `acquire` and `try` would hold the lock for good (later
             # senders leave their messages to a holder that is gone). `with` has no such
@@ -508,7 +504,7 @@ class Outbox:
         unless another thread holds it now (that one writes it; the main thread waits for
         it instead, see `_send_lane`)."""
         lock = link.lock
-        if threading.get_ident() == _MAIN_THREAD:
+        if threading.get_ident() == _signals.MAIN:
             while lane.incoming:
                 with lock, _signals.DEFERRED:
                     self._write_left(address, link, lane)
