@@ -94,10 +94,43 @@ def _mark_big_bytes(obj: Any, depth: int = 2) -> Any:
     return obj
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None), complex})
+PLAIN_ITEMS = 256
+"""The most items a tuple, list or dict may hold for `dumps`'s plain path."""
+
+
+def _plain(obj: Any, depth: int = 3) -> bool:
+    """True when `obj` is builtin scalars (small `bytes` included) in tuples, lists and
+    str- or int-keyed dicts of at most `PLAIN_ITEMS` items, `depth` containers deep at most: what the
+    C pickler writes byte for byte as our cloudpickle `_Pickler` would (no class, function,
+    buffer or reference in it), without building a pickler per payload (4.5 -> 1.2 us for
+    `((0,), {})`: the arguments of a call, an int an actor returns)."""
+    kind = type(obj)
+    if kind in _SCALARS:
+        return True
+    if kind is bytes:
+        return len(obj) < OOB_MIN_BYTES
+    if kind is not tuple and kind is not list and kind is not dict:
+        return False
+    if depth == 0 or len(obj) > PLAIN_ITEMS:
+        return False
+    if kind is dict:
+        for key, value in obj.items():
+            if (type(key) is not str and type(key) is not int) or not _plain(value, depth - 1):
+                return False
+        return True
+    for item in obj:
+        if not _plain(item, depth - 1):
+            return False
+    return True
+
+
 def dumps(obj: Any, persistent: Callable[[Any], Any] | None = None, *,
           in_band: bool = False) -> tuple[bytes, Buffers]:
     """Pickles `obj`; returns the pickle bytes and the out-of-band buffers (in order), none
     when `in_band` (everything in the bytes: for a payload that travels as one field)."""
+    if persistent is None and _plain(obj):
+        return pickle.dumps(obj, protocol=5), []
     buffers: Buffers = []
     file = io.BytesIO()
     _Pickler(file, None if in_band else buffers.append, persistent).dump(_mark_big_bytes(obj))
@@ -127,9 +160,10 @@ def _exception_text(exc: BaseException) -> str:
 def loads(data: bytes | memoryview, buffers: Sequence[Any] = (),
           persistent: Callable[[Any], Any] | None = None) -> Any:
     """Unpickles what `dumps` produced; `buffers` are the received frames' buffers, in order."""
+    if persistent is None:  # 1.7 -> 0.5 us for a small payload: no stream, no Unpickler
+        return pickle.loads(data, buffers=buffers)
     unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
-    if persistent is not None:
-        unpickler.persistent_load = persistent  # type: ignore[assignment]
+    unpickler.persistent_load = persistent  # type: ignore[assignment]
     return unpickler.load()
 
 

@@ -162,3 +162,63 @@ def test_an_exception_pickled_in_band_needs_no_frames():
     exc, _ = _serial.loads(data)
     assert bytes(exc.data) == bytes(big)
     assert _serial.dumps_exception(CarriesBytes(big), "tb")[1]  # out of band by default
+
+
+PLAIN = [None, 3, -2**70, 1.5, 2 + 3j, True, "naïve", b"\x00" * 100, ((0,), {}),
+         (("a", 2.5), {"k": 1, 7: None}), [1.5] * 256, {"loss": 0.5, "step": [1, 2, 3]}]
+
+
+@pytest.mark.parametrize("value", PLAIN, ids=range(len(PLAIN)))
+def test_plain_values_skip_the_pickler_and_pickle_the_same(value, monkeypatch):
+    """A payload of builtin scalars in small containers is written by the C pickler alone, to
+    the very bytes our cloudpickle pickler writes (a peer of an older build reads it), and
+    reads back without an Unpickler of ours."""
+    import io
+
+    expected = io.BytesIO()
+    _serial._Pickler(expected, [].append, None).dump(value)
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a plain value went through the cloudpickle pickler")
+
+    monkeypatch.setattr(_serial, "_Pickler", refuse)
+    data, buffers = _serial.dumps(value)
+    assert (data, buffers) == (expected.getvalue(), [])
+    assert _serial.loads(memoryview(data)) == value
+
+
+NOT_PLAIN = [b"\x01" * _serial.OOB_MIN_BYTES, [0] * (_serial.PLAIN_ITEMS + 1),
+             ([[[[1]]]],), {(1, 2): 3}, {"f": print}, (1, bytearray(b"ab")), [range(3)],
+             type("Sub", (int,), {})(4)]
+
+
+@pytest.mark.parametrize("value", NOT_PLAIN, ids=range(len(NOT_PLAIN)))
+def test_anything_else_still_goes_through_the_pickler(value, monkeypatch):
+    """Big bytes (out of band), long or deep containers, other keys, functions, subclasses of
+    builtins: the plain path takes none of them."""
+    used = []
+    real = _serial._Pickler
+
+    def counting(*args, **kwargs):
+        used.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_serial, "_Pickler", counting)
+    data, buffers = _serial.dumps(value)
+    assert used
+    back = _serial.loads(data, [memoryview(b) for b in buffers])
+    assert back == value or type(value).__name__ == "Sub" and back == 4
+
+
+def test_a_persistent_hook_sees_plain_values_too():
+    """With a persistent-id hook (refs travelling by id) the pickler runs even for a plain
+    payload: the hook decides, not the shape."""
+    seen = []
+
+    def persistent(obj):
+        seen.append(obj)
+        return "ref" if obj == "swap me" else None
+
+    data, _ = _serial.dumps(("swap me", 1), persistent)
+    assert "swap me" in seen
+    assert _serial.loads(data, persistent=lambda pid: pid + "!") == ("ref!", 1)
