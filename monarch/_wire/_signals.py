@@ -41,6 +41,8 @@ inline: ``_signals.depth += 1``, ``try:`` the step ``finally: _signals.depth -= 
 pending: list[Callable[[int, Any], Any]] = []
 """Handlers of interrupts that came during a step, to run at its end (main thread only)."""
 
+wrappable: list[Any] = []
+"""Handlers of the runtime's own that `guard` may wrap (the fault interrupt's)."""
 
 
 class _Deferring:
@@ -113,10 +115,6 @@ class _Resend:
 
 
 _resend = _Resend()
-
-
-wrappable: list[Any] = []
-"""Handlers of the runtime's own that `guard` may wrap (the fault interrupt's)."""
 
 
 class _Deferred:
