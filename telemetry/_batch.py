@@ -9,19 +9,24 @@ Wire form (a msgpack-friendly list)::
      metrics,           # [MetricPoint.to_wire(), ...]
      transfers,         # [TransferRecord.to_wire(), ...]
      failures,          # [FailureRecord.to_wire(), ...]
-     sites,             # [[name, attributes, value_key], ...]: what site spans share
+     sites,             # [[name, attributes, value_key, counted], ...]: what site spans
+                        #  share (counted: [mesh, method] of an invocation site, or None)
      site_spans,        # [site indices, trace ids (bytes, 16 each), span ids (bytes, 8 each),
                         #  parent span ids (bytes, 8 each, zeros: none), start_ns list,
                         #  end_ns list, outcome names, outcome indices, values]: columns
      statuses,          # [ActorStatus.to_wire(), ...]
      message_groups,    # flight records (see `monarch.telemetry._actors`)
-     log_tags]          # [{tags}, ...]: a log line whose tags field is an int has these
+     log_tags,          # [{tags}, ...]: a log line whose tags field is an int has these
+     tallies]           # [[site index, count, sum of durations ns, bytes in, bucket counts],
+                        #  ...]: the invocation site spans a full buffer dropped
 
 Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
 site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
-process (see `monarch.telemetry._sites` and `monarch.telemetry._columns`). The last two items
-may be missing (a batch of spans in full form only) or empty; readers ignore trailing items
-they do not know, so a newer sender may append more.
+process (see `monarch.telemetry._sites` and `monarch.telemetry._columns`). The invocation
+metrics are not in ``metrics``: the store derives them from the invocation site spans and the
+tallies (`monarch.telemetry._invocations`). The last three items may be missing (a batch of
+spans in full form only) or empty; readers ignore trailing items they do not know, so a newer
+sender may append more.
 
 `encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
 either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.

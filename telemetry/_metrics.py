@@ -70,9 +70,6 @@ BUILTIN = (
 )
 
 
-_RECEIVED = ("message_bytes", "received")
-
-
 class _Histogram:
     __slots__ = ("buckets", "count", "sum")
 
@@ -90,9 +87,6 @@ class MetricsTable:
         self._lock = threading.Lock()
         self._values: dict[tuple[Any, ...], Any] = {}  # key -> float or _Histogram
         self._dirty: set[tuple[Any, ...]] = set()  # keys changed since the last collect
-        latency = self._specs.get("handler_latency_seconds")
-        bounds = LATENCY_BOUNDS if latency is None else latency.bounds
-        self._latency_bounds_ns = [round(b * 1e9) for b in bounds]
 
     def declare(self, spec: MetricSpec) -> None:
         """Adds a metric; re-declaring an existing name keeps the first spec."""
@@ -122,29 +116,6 @@ class MetricsTable:
             hist.count += 1
             hist.sum += value
             self._dirty.add(key)
-
-    def add_invocations(self, mesh: str, method: str, durations_ns: list[int],
-                        nbytes: int) -> None:
-        """Counts invocations of ``method`` on ``mesh`` at once: ``messages_handled``,
-        ``handler_latency_seconds`` (one observation per duration) and ``message_bytes``
-        received."""
-        ordered = sorted(durations_ns)
-        below = [bisect.bisect_right(ordered, bound) for bound in self._latency_bounds_ns]
-        below.append(len(ordered))
-        buckets = [b - a for a, b in zip([0, *below], below)]  # bucket i: (bound i-1, bound i]
-        latency_key = ("handler_latency_seconds", mesh, method)
-        handled_key = ("messages_handled", mesh, method)
-        with self._lock:
-            values, dirty = self._values, self._dirty
-            hist = values.get(latency_key)
-            if hist is None:
-                hist = values[latency_key] = _Histogram(len(buckets))
-            hist.buckets = [a + b for a, b in zip(hist.buckets, buckets)]
-            hist.count += len(durations_ns)
-            hist.sum += sum(durations_ns) / 1e9
-            values[handled_key] = values.get(handled_key, 0) + len(durations_ns)
-            values[_RECEIVED] = values.get(_RECEIVED, 0) + nbytes
-            dirty.update((latency_key, handled_key, _RECEIVED))
 
     def value(self, key: tuple[Any, ...]) -> Any:
         """Returns a series' current value (a counter/gauge number), or None."""

@@ -8,6 +8,7 @@ field order and only become lists at `Recorder.drain`, which runs on the shippin
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import threading
 from collections import deque
@@ -19,9 +20,10 @@ from ._batch import BATCH_VERSION, encode_batch
 from ._crashlog import CrashLog, recover
 from ._metrics import MetricsTable
 from ._records import ActorStatus, FailureRecord, MetricPoint, TransferRecord
-from ._sites import count_dropped_invocation, drain_site_spans
+from ._sites import Tallies, drain_site_spans
 
 KINDS = ("span", "log", "transfer", "failure")
+_TEXT = operator.itemgetter(4)  # a buffered line's text
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class Recorder:
         self._queues: dict[str, deque[Any]] = {kind: deque() for kind in KINDS}
         self._spans = self._queues["span"]
         self._site_spans: deque[Any] = deque()  # ended site spans; counted as kind "span"
+        self._tallies = Tallies()  # the invocation site spans dropped, tallied per site
         self._logs = self._queues["log"]
         self._max_spans, self._max_logs = max_spans, max_logs
         self._max_log_bytes = max_log_bytes
@@ -99,13 +102,14 @@ class Recorder:
         """Buffers an ended site span: (site id, trace_id, span_id, parent_span_id, start_ns,
         value, end_ns, outcome), see `monarch.telemetry._sites`.
 
-        A span that does not fit is dropped, but its invocation metrics are still counted.
+        A span that does not fit is dropped, but tallied: the invocation metrics the
+        controller derives still count it.
         """
         if len(self._site_spans) < self._max_spans:
             self._site_spans.append(item)
         else:
             self.count_dropped("span")
-            count_dropped_invocation(item, self.metrics)
+            self._tallies.add(item)
 
     def add_log(self, fields: tuple[Any, ...]) -> None:
         """Buffers a log line: (hlc, wall_ns, stream, level, text, tags, trace context or None).
@@ -190,10 +194,11 @@ class Recorder:
     def drain(self, max_items: int = 4096, live_only: bool = False) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
 
-        Site spans (at most ``max_items`` more) and their sites ride along, and so do metric
-        points (changed series, the invocation metrics of the site spans taken, the drop
-        counters). With ``live_only``, only log lines, failures and transfers: a proc that
-        prints a line per call ships its lines at once, and its bulk (spans, metrics, statuses,
+        Site spans (at most ``max_items`` more) and their sites ride along, with the tallies
+        of those a full buffer dropped, and so do metric points (changed series, the drop
+        counters; the invocation metrics are the controller's to derive from the site spans).
+        With ``live_only``, only log lines, failures and transfers: a proc that prints a
+        line per call ships its lines at once, and its bulk (spans, metrics, statuses,
         flight records: a snapshot of every changed series each time) at its own pace.
         Returns None when there is nothing to ship. See `monarch.telemetry._batch` for the
         format.
@@ -202,32 +207,33 @@ class Recorder:
         with self._drain_lock:
             if self.crash is not None and self._crash_clear:
                 self.crash.turn()  # what the other file held was shipped by the last drain
-            logs, log_tags = _logs_wire(_take(self._logs, max_items), resource)
-            self._log_bytes = sum(len(f[4]) for f in self._logs) if self._logs else 0
+            taken = _take(self._logs, max_items)
+            logs, log_tags = _logs_wire(taken, resource)
+            shipped = sum(map(len, map(_TEXT, taken)))
+            self._log_bytes = _recount(self._logs, self._log_bytes - shipped)
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
             failures = [r.to_wire() for r in _take(self._queues["failure"], max_items)]
-            spans, sites, site_spans, metrics, statuses, messages = (
-                ([], [], [], [], [], []) if live_only else self._take_bulk(max_items))
+            spans, sites, site_spans, tallies, metrics, statuses, messages = (
+                ([], [], [], [], [], [], []) if live_only else self._take_bulk(max_items))
             self._crash_clear = not (self._logs or self._spans)
         messages = [[*g[:4], pack_columns(g[4])] for g in messages]
-        if not (spans or site_spans or logs or transfers or failures or metrics or statuses
-                or messages):
+        if not (spans or site_spans or tallies or logs or transfers or failures or metrics
+                or statuses or messages):
             return None
         return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
-                site_spans, statuses, messages, log_tags]
+                site_spans, statuses, messages, log_tags, tallies]
 
     def _take_bulk(self, max_items: int) -> tuple[list[Any], ...]:
-        """(spans, sites, site spans, metric points, statuses, message groups) taken for a
-        drain, under `_drain_lock`. The site spans first: taking them counts their invocation
-        metrics, which the metric points then carry."""
+        """(spans, sites, site spans, tallies of dropped site spans, metric points, statuses,
+        message groups) taken for a drain, under `_drain_lock`."""
         source = self.source
         spans = [[*f, source] for f in _take(self._spans, max_items)]
-        sites, site_spans = drain_site_spans(self._site_spans, max_items, self.metrics)
+        sites, site_spans, tallies = drain_site_spans(self._site_spans, max_items, self._tallies)
         metrics = [p.to_wire() for p in self._collect_metrics(source)]
         statuses, self._statuses = list(self._statuses.values()), {}
         messages = _take(self._messages, max_items)
         self._message_count -= sum(len(g[4]) for g in messages)
-        return spans, sites, site_spans, metrics, statuses, messages
+        return spans, sites, site_spans, tallies, metrics, statuses, messages
 
     def drain_bytes(self, max_items: int = 4096, live_only: bool = False) -> bytes | None:
         """Like `drain`, encoded with msgpack."""
@@ -241,6 +247,7 @@ class Recorder:
         for queue in self._queues.values():
             queue.clear()
         self._site_spans.clear()
+        self._tallies = Tallies()
         self._statuses.clear()
         self._messages.clear()
         self._message_count = 0
@@ -280,6 +287,17 @@ class Recorder:
             except Exception:  # a broken user metric must not stop shipping
                 self.count_dropped("metric")
         return points
+
+
+def _recount(lines: deque[Any], estimate: int) -> int:
+    """The text bytes of the buffered ``lines`` (unlocked adds may have missed a few in
+    `Recorder._log_bytes`), or ``estimate`` when a line landed while counting: an actor thread
+    can run mid-count (a garbage collection there runs Python code), and the deque's iterator
+    then raises. That raise once lost the lines a drain had taken, printing actors hit it."""
+    try:
+        return sum(map(len, map(_TEXT, lines)))
+    except RuntimeError:  # "deque mutated during iteration": the next drain counts again
+        return max(estimate, 0)
 
 
 def _take(queue: deque[Any], n: int) -> list[Any]:

@@ -6,8 +6,9 @@ what they share and is made once; each span then records only its ids, times, ou
 per-span value (an invocation's bytes in). The invocation hot path is a tuple, a deque append and
 the trace context, without a lock; the tuple holds only atoms (the site by id), so the garbage
 collector soon stops tracking it. The invocation metrics (``messages_handled``,
-``handler_latency_seconds``, ``message_bytes{received}``) are derived from the spans when the
-recorder drains them, or counted at once when the buffer is full and the span is dropped.
+``handler_latency_seconds``, ``message_bytes{received}``) are not counted here: the controller's
+store derives them from the spans it takes in (`monarch.telemetry._invocations`); a span the
+full buffer drops is tallied per site instead (`Tallies`), and the tally travels in its place.
 
 The hot path lives in `monarch.telemetry._spans` (`begin_invocation`, `start_site_span`). A
 batch carries each site it uses once and the spans as columns (see `drain_site_spans`); the
@@ -16,15 +17,16 @@ controller reads them with `monarch.telemetry._columns`.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 import os
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._metrics import MetricsTable
+from ._metrics import LATENCY_BOUNDS
+
 
 
 class SpanSite:
@@ -53,8 +55,11 @@ class SpanSite:
             _by_id.append(self)
 
     def to_wire(self) -> list[Any]:
-        """Returns ``[name, attributes, value_key]``, the site's form in a batch."""
-        return [self.name, self.attributes, self.value_key]
+        """Returns ``[name, attributes, value_key, counted]``, the site's form in a batch
+        (``counted``: ``[mesh, method]`` of an invocation site, else None)."""
+        counted = self.counted
+        return [self.name, self.attributes, self.value_key,
+                None if counted is None else list(counted)]
 
 
 # Every site by id. Pending spans hold the id, not the site: a tuple of ints, bytes and strs is
@@ -106,9 +111,9 @@ def call_site(mesh: str, method: str, adverb: str,
 
 
 def drain_site_spans(queue: deque[Any], n: int,
-                     metrics: MetricsTable) -> tuple[list[Any], list[Any]]:
-    """Takes up to ``n`` ended site spans (one drainer at a time); returns (sites, columns) in
-    batch wire form and adds the invocation metrics of the spans taken to ``metrics``.
+                     tallies: Tallies | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+    """Takes up to ``n`` ended site spans (one drainer at a time) and the `tallies` of dropped
+    ones; returns (sites, columns, tallies) in batch wire form.
 
     The columns are ``[site indices, trace ids (16 bytes each, joined), span ids (8 bytes
     each, joined), parent span ids (8 bytes each, zeros for none), start_ns list, end_ns list,
@@ -116,49 +121,82 @@ def drain_site_spans(queue: deque[Any], n: int,
     """
     items = list(map(operator.call, itertools.repeat(queue.popleft, min(n, len(queue)))))
     if not items:
-        return [], []
+        sites: list[Any] = []
+        return sites, [], [] if tallies is None else tallies.take(sites, {})
     site_ids, traces, spans, parents, starts, values, ends, outcomes = zip(*items)
     ids = list(dict.fromkeys(site_ids))
     indices = list(map({site_id: i for i, site_id in enumerate(ids)}.__getitem__, site_ids))
-    sites = [_by_id[site_id] for site_id in ids]
     names = list(dict.fromkeys(outcomes))
     outcome_indices = list(map({name: i for i, name in enumerate(names)}.__getitem__, outcomes))
-    _count(sites, indices, starts, ends, values, metrics)
-    return [site.to_wire() for site in sites], [
+    sites = [_by_id[site_id].to_wire() for site_id in ids]
+    tallied = [] if tallies is None else tallies.take(sites, {s: i for i, s in enumerate(ids)})
+    return sites, [
         indices, b"".join(traces), b"".join(spans), b"".join([p or _NO_PARENT for p in parents]),
-        list(starts), list(ends), names, outcome_indices, list(values)]
+        list(starts), list(ends), names, outcome_indices, list(values)], tallied
 
 
 _NO_PARENT = bytes(8)
 
 
-def _count(sites: list[SpanSite], indices: list[int], starts: tuple[int, ...],
-           ends: tuple[int, ...], values: tuple[Any, ...], metrics: MetricsTable) -> None:
-    durations = list(map(operator.sub, ends, starts))
-    for i, site in enumerate(sites):
-        if site.counted is None:
-            continue
-        mesh, method = site.counted
-        if len(sites) == 1:
-            mine, nbytes = durations, _total(values)
-        else:
-            chosen = list(map(i.__eq__, indices))
-            mine = list(itertools.compress(durations, chosen))
-            nbytes = _total(list(itertools.compress(values, chosen)))
-        metrics.add_invocations(mesh, method, mine, nbytes)
-
-
-def _total(values: Any) -> int:
+def total_bytes(values: Any) -> int:
+    """The byte count of spans' values (a value that is not an int counts nothing)."""
     try:
         return sum(filter(None, values))
     except TypeError:  # not byte counts: the spans keep them, the byte counter does not
         return sum(v for v in values if type(v) is int)
 
 
-def count_dropped_invocation(item: tuple[Any, ...], metrics: MetricsTable) -> None:
-    """Counts the metrics of an ended invocation whose span could not be buffered."""
-    site_id, _, _, _, start, value, end, _ = item
-    site = _by_id[site_id]
-    if site.counted is not None:
-        mesh, method = site.counted
-        metrics.add_invocations(mesh, method, [end - start], _total([value]))
+def latency_buckets(durations_ns: Any, bounds_ns: list[int]) -> list[int]:
+    """How many of ``durations_ns`` fall in each bucket: bucket i is (bound i-1, bound i], the
+    last one past every bound (as `MetricsTable.observe` counts them)."""
+    ordered = sorted(durations_ns)
+    below = [bisect.bisect_right(ordered, bound) for bound in bounds_ns]
+    below.append(len(ordered))
+    return [b - a for a, b in zip([0, *below], below)]
+
+
+class Tallies:
+    """Per invocation site, the spans a full buffer dropped: ``[count, sum of durations (ns),
+    bytes in, bucket counts]``, shipped in the spans' place (batch item 12) so that the
+    invocation metrics the controller derives still count them. Any thread adds; the drainer
+    takes them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_site: dict[int, list[Any]] = {}
+
+    def add(self, item: tuple[Any, ...]) -> None:
+        """Tallies one dropped site span (`Recorder.add_site_span`'s item)."""
+        site_id, _, _, _, start, value, end, _ = item
+        if _by_id[site_id].counted is None:
+            return
+        duration = end - start
+        bucket = bisect.bisect_left(_BOUNDS_NS, duration)
+        with self._lock:
+            tally = self._by_site.get(site_id)
+            if tally is None:
+                tally = self._by_site[site_id] = [0, 0, 0, [0] * (len(_BOUNDS_NS) + 1)]
+            tally[0] += 1
+            tally[1] += duration
+            tally[2] += total_bytes([value])
+            tally[3][bucket] += 1
+
+    def take(self, sites: list[Any], known: dict[int, int]) -> list[Any]:
+        """The tallies in batch wire form, ``[[site index, count, sum_ns, bytes, buckets],
+        ...]``, emptied; a site not yet in ``sites`` (the batch's, indexed by ``known``: site
+        id -> index) is appended to it."""
+        if not self._by_site:
+            return []
+        with self._lock:
+            taken, self._by_site = self._by_site, {}
+        wire = []
+        for site_id, (count, total_ns, nbytes, buckets) in taken.items():
+            at = known.get(site_id)
+            if at is None:
+                at = known[site_id] = len(sites)
+                sites.append(_by_id[site_id].to_wire())
+            wire.append([at, count, total_ns, nbytes, buckets])
+        return wire
+
+
+_BOUNDS_NS = [round(b * 1e9) for b in LATENCY_BOUNDS]

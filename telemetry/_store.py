@@ -102,6 +102,7 @@ class Store:
             How many records it added, or None when it was not a batch (counted in
             `statistics`, never raised). Entries that cannot be read are skipped and counted.
             Actor statuses and flight-recorder entries are kept too (not counted here).
+            Invocation metrics come from site spans as shipped, not a `Batch`'s records.
         """
         if isinstance(batch, Batch):
             records = batch.records()
@@ -120,17 +121,22 @@ class Store:
         if resource.pop("recovered", False):  # a dead proc's crash files: what is new
             with self._lock:
                 records = self._missing(source_of(resource), records)
-        self._ingest(resource, records, site_spans, invalid + bad)
+        self._ingest(resource, records, site_spans, invalid + bad, wire)
         if len(wire) > 9:
             self._ingest_actors(source_of(resource), wire[9], wire[10] if len(wire) > 10 else [])
         return len(records) + (0 if site_spans is None else len(site_spans))
 
     def _ingest(self, resource: dict[str, Any], records: list[Any],
-                site_spans: SiteSpanColumns | None, invalid: int) -> None:
+                site_spans: SiteSpanColumns | None, invalid: int, wire: Any = ()) -> None:
+        source, pid = source_of(resource), resource.get("pid")
         with self._lock:
             self._invalid += invalid
-            self._set_resource(source_of(resource), resource)
-            self._add_all(records, resource.get("pid"), site_spans)
+            self._set_resource(source, resource)
+            self._add_all(records, pid, site_spans)
+            if len(wire) > 7 and wire[7]:  # the invocation metrics, counted from the spans
+                self._invalid += self._metrics.derive(source, pid, wire, site_spans)
+                if any("metric" in s.kinds for s in self._subscriptions):
+                    self._offer(self._metrics.derived_points(source, pid, wire[7]), None)
 
     def _ingest_actors(self, source: str, statuses: Any, messages: Any) -> None:
         read, bad = read_entries(ActorStatus, statuses, source)
@@ -302,7 +308,8 @@ class Store:
                           "message": self.actors.messages.bytes,
                           "status_event": self.actors.events.bytes,
                           "journal": self._journals.bytes if self._journals else 0}
-            return StoreStatistics(held, dict(self._ingested), dict(self._evicted),
+            return StoreStatistics(held, dict(self._ingested),
+                                   {**self._evicted, "metric": self._metrics.evicted},
                                    self._invalid, len(self._subscriptions),
                                    sum(s.dropped for s in self._subscriptions), held_bytes,
                                    self.budget.total)
@@ -374,8 +381,7 @@ class Store:
                                        else r.KIND != "log" or not self._logs.has(r))]
 
     def _add_metric(self, point: MetricPoint, pid: Any) -> None:
-        if self._metrics.add(point, pid):
-            self._evicted["metric"] += 1
+        self._metrics.add(point, pid)
 
     def _add_transfer(self, record: TransferRecord, pid: Any) -> None:
         self._evicted["transfer"] += self._transfers.append(record)

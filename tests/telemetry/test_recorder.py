@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 from monarch.telemetry import (
     BATCH_VERSION,
@@ -42,8 +44,8 @@ def test_batch_wire_format(recorder: Recorder, drain) -> None:
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom", "tb"))
     wire = drain(recorder)
     (version, resource, spans, logs, metrics, transfers, failures, sites, site_spans, statuses,
-     messages, log_tags) = wire
-    assert version == BATCH_VERSION and sites == [] and site_spans == []
+     messages, log_tags, tallies) = wire
+    assert version == BATCH_VERSION and sites == [] and site_spans == [] and tallies == []
     assert statuses == [] and messages == [] and log_tags == []
     assert resource == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1"}
     assert spans[0][3] == "Trainer.step" and spans[0][8] == "proc-a"
@@ -114,9 +116,10 @@ def test_a_live_drain_takes_lines_failures_and_transfers_and_leaves_the_bulk(
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom"))
     live = recorder.drain(live_only=True)
     assert live is not None
-    _, _, spans, logs, metrics, transfers, failures, sites, site_spans, statuses, groups, _ = live
+    (_, _, spans, logs, metrics, transfers, failures, sites, site_spans, statuses, groups, _,
+     tallies) = live
     assert [x[4] for x in logs] == ["hello"] and len(failures) == 1
-    assert spans == metrics == sites == site_spans == statuses == groups == []
+    assert spans == metrics == sites == site_spans == statuses == groups == tallies == []
     assert recorder.drain(live_only=True) is None  # nothing live is left
     rest = recorder.drain()
     assert rest is not None and not rest[3] and not rest[6]  # the lines went once
@@ -190,3 +193,32 @@ def test_log_lines_are_bounded_by_their_text_too() -> None:
     assert len(recorder.drain()[3]) == 4
     recorder.add_log((11, 11, "stdout", 20, "y" * 300, {}, None))  # drained: room again
     assert [line[4][0] for line in recorder.drain()[3]] == ["y"]
+
+
+def test_draining_while_actors_print_loses_no_line() -> None:
+    """Two threads print while the shipper drains: every line is shipped once. Recounting the
+    buffered text with a generator raised "deque mutated during iteration" when a line landed
+    mid-count, and the lines that drain had taken were lost with the batch."""
+    recorder = Recorder(max_logs=10**6, max_log_bytes=1 << 30)
+    per_thread, shipped = 20_000, []
+    tags: dict = {}
+
+    def print_lines(name: str) -> None:
+        for i in range(per_thread):
+            recorder.add_log((i, i, "stdout", 20, f"{name} {i}", tags, None))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as the interpreter can
+    try:
+        printers = [threading.Thread(target=print_lines, args=(n,)) for n in "ab"]
+        for thread in printers:
+            thread.start()
+        while any(t.is_alive() for t in printers) or recorder.statistics().pending["log"]:
+            wire = recorder.drain(max_items=500, live_only=True)
+            if wire is not None:
+                shipped += [line[4] for line in wire[3]]
+        for thread in printers:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(shipped) == len(set(shipped)) == 2 * per_thread

@@ -32,8 +32,13 @@ PARENT = (b"\x01" * 16, b"\x02" * 8)
 
 
 def metrics_of(wire: list) -> dict[tuple, MetricPoint]:
-    points = [MetricPoint.from_wire(m) for m in wire[4]]
-    return {(p.name, tuple(sorted(p.labels.items()))): p for p in points}
+    """The store's points once it took in the batch: the invocation metrics are derived there,
+    never shipped as points."""
+    assert not {m[0] for m in wire[4]} & {"messages_handled", "handler_latency_seconds"}
+    store = Store()
+    store.ingest(encode_batch(wire))
+    return {(p.name, tuple(sorted(p.labels.items()))): p
+            for p in store.metrics(by_process=True)}
 
 
 def invoke(rank: int = 0, method: str = "step", nbytes: int = 100, outcome: str = "ok",
@@ -71,7 +76,7 @@ def test_invocation_without_parent_joins_the_current_context_or_starts_a_trace(
     assert spans["trainer.inner"].parent_span_id == spans["m.outer"].span_id
 
 
-def test_invocations_feed_the_metrics_when_drained(recorder: Recorder, drain) -> None:
+def test_invocations_feed_the_metrics_the_store_derives(recorder: Recorder, drain) -> None:
     for rank in (0, 1):
         for _ in range(3):
             invoke(rank=rank, nbytes=10)
@@ -84,16 +89,26 @@ def test_invocations_feed_the_metrics_when_drained(recorder: Recorder, drain) ->
     assert got[("message_bytes", (("direction", "received"),))].value == 60
 
 
-def test_add_invocations_buckets_like_observe() -> None:
-    one_by_one, at_once = MetricsTable(), MetricsTable()
+def test_derived_latency_buckets_like_observe() -> None:
+    """A bound itself falls in its own bucket, as `MetricsTable.observe` counts it, whether
+    the store counts the spans (`latency_buckets`) or the proc tallies dropped ones."""
+    one_by_one = MetricsTable()
     seconds = [0.00005, 0.0001, 0.0003, 0.0003, 0.0011, 100.0]
     for value in seconds:
         one_by_one.observe(("handler_latency_seconds", "m", "f"), value)
-    at_once.add_invocations("m", "f", [round(v * 1e9) for v in seconds], 7)
     (a,) = [p for p in one_by_one.collect("p") if p.name == "handler_latency_seconds"]
-    (b,) = [p for p in at_once.collect("p") if p.name == "handler_latency_seconds"]
-    assert a.buckets == b.buckets and a.count == b.count
-    assert abs(a.value - b.value) < 1e-9
+    bounds_ns = [round(b * 1e9) for b in LATENCY_BOUNDS]
+    assert tuple(_sites.latency_buckets([round(v * 1e9) for v in seconds], bounds_ns)) \
+        == a.buckets
+    tallies = _sites.Tallies()
+    site = invocation_site("m", "C", 0, "f")
+    for value in seconds:
+        tallies.add((site.id, b"", b"", None, 0, 7, round(value * 1e9), "ok"))
+    sites: list = []
+    ((at, count, total_ns, nbytes, buckets),) = tallies.take(sites, {})
+    assert sites[at] == ["m.f", site.attributes, "bytes_in", ["m", "f"]]
+    assert (count, nbytes, tuple(buckets)) == (6, 42, a.buckets)
+    assert abs(total_ns / 1e9 - a.value) < 1e-6
 
 
 def test_full_buffer_drops_the_span_but_still_counts_the_invocation(drain) -> None:
@@ -107,6 +122,7 @@ def test_full_buffer_drops_the_span_but_still_counts_the_invocation(drain) -> No
     assert small.dropped()["span"] == 3 and small.statistics().pending["span"] == 2
     wire = drain(small)
     assert len(wire[8][0]) == 2  # the site index column
+    assert [t[1] for t in wire[12]] == [3]  # the three dropped, tallied
     got = metrics_of(wire)
     assert got[("messages_handled", (("mesh", "trainer"), ("method", "step")))].value == 5
     assert got[("message_bytes", (("direction", "received"),))].value == 5
@@ -152,7 +168,9 @@ def test_one_call_is_one_trace_in_the_store(recorder: Recorder, drain) -> None:
                                         call.context, 8))
     call.end()
     store = Store()
-    assert store.ingest(encode_batch(drain(recorder))) == 5 + 3  # and 3 metric points
+    assert store.ingest(encode_batch(drain(recorder))) == 5  # the metrics: derived, not shipped
+    handled = store.metrics(names=["messages_handled"])
+    assert [(p.labels, p.value) for p in handled] == [({"mesh": "trainer", "method": "step"}, 4)]
     trace = store.spans(trace_id=call.context[0])
     assert [s.name for s in trace] == ["call trainer.step"] + ["trainer.step"] * 4
     assert all(s.parent_span_id == call.context[1] for s in trace[1:])

@@ -1,0 +1,225 @@
+"""The invocation metrics, derived by the controller's store from the site spans it takes in.
+
+``messages_handled{mesh, method}``, ``handler_latency_seconds{mesh, method}`` and
+``message_bytes{direction="received"}`` of a process say nothing its invocation spans do not:
+each span has its site (mesh, method), its start and end, and its bytes in. So a proc ships
+only the spans (and, for the spans its full buffer dropped, a tally per site:
+`monarch.telemetry._sites.Tallies`), and the store counts them here as they arrive: per
+batch and site, one pass in C over the span columns, then a few additions. The proc no longer
+counts each drain into histograms, nor ships two points per site and drain, nor does the
+controller decode them: at 1,024 actors that was 15-20 % of a round's CPU, on both sides.
+
+The series keep cumulative values, as the proc's counters did (from zero at the proc's start;
+a proc restarted under the same name has a new pid, hence new series). A `MetricPoint` is made
+for a series only when one is read, and kept until the series changes again: a job nobody
+watches builds none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from ._columns import SiteSpanColumns
+from ._metrics import BUILTIN, LATENCY_BOUNDS
+from ._records import MetricPoint
+from ._sites import latency_buckets, total_bytes
+
+HANDLED, LATENCY, RECEIVED = "messages_handled", "handler_latency_seconds", "message_bytes"
+NAMES = frozenset({HANDLED, LATENCY, RECEIVED})
+_HELP = {spec.name: spec.description for spec in BUILTIN}
+_BOUNDS_NS = [round(b * 1e9) for b in LATENCY_BOUNDS]
+_NBUCKETS = len(LATENCY_BOUNDS) + 1
+_RECEIVED_LABELS = {"direction": "received"}
+
+Key = tuple[Any, ...]
+"""A site's series: (source, pid, mesh, method); a process's bytes in: (source, pid)."""
+
+
+class Invocations:
+    """The invocation series of every process, bounded: past ``limit`` series (a site's two
+    count as one), the longest silent goes. Not thread-safe: the store's lock guards it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        # a site's key -> [count, sum_ns, buckets, time_ns]; a process's -> [bytes, time_ns];
+        # in the order they were last updated (the longest silent first)
+        self._series: dict[Key, list[Any]] = {}
+        self._size = 0  # series held: two a site, one a process
+        self._built: dict[tuple[str, Key], MetricPoint] = {}  # (name, key) -> point
+        self.evicted = 0
+        """Series evicted so far."""
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, source: str, pid: Any, sites: Any, columns: SiteSpanColumns | None,
+            tallies: Any = ()) -> tuple[int, int]:
+        """Counts a batch's invocation spans (``columns``, read from its ``sites`` wire item)
+        and the tallies of those its process dropped; returns (tallies read, tallies that
+        did not)."""
+        counted = counted_sites(sites)
+        if not any(counted):
+            return 0, len(tallies) if isinstance(tallies, (list, tuple)) else 1
+        if columns is not None:
+            self._add_columns(source, pid, counted, columns)
+        return self._add_tallies(source, pid, counted, tallies)
+
+    def points(self, names: Collection[str] | None = None) -> list[MetricPoint]:
+        """The latest point of every series (of the metrics ``names`` only, when given)."""
+        wanted = NAMES if names is None else NAMES.intersection(names)
+        out: list[MetricPoint] = []
+        if not wanted:
+            return out
+        sites = [key for key in self._series if len(key) == 4]
+        if HANDLED in wanted:
+            out += [self._point(HANDLED, key) for key in sites]
+        if LATENCY in wanted:
+            out += [self._point(LATENCY, key) for key in sites]
+        if RECEIVED in wanted:
+            out += [self._point(RECEIVED, key) for key in self._series if len(key) == 2]
+        return out
+
+    def points_of(self, keys: Iterable[Key]) -> list[MetricPoint]:
+        """The points of these series (site keys give two, process keys one)."""
+        out = []
+        for key in keys:
+            if key not in self._series:
+                continue
+            if len(key) == 4:
+                out += [self._point(HANDLED, key), self._point(LATENCY, key)]
+            else:
+                out.append(self._point(RECEIVED, key))
+        return out
+
+    def changed(self, source: str, pid: Any, sites: Any) -> list[Key]:
+        """The keys a batch of ``sites`` from ``source`` touched (for live subscribers)."""
+        keys: list[Key] = [(source, pid, *c) for c in dict.fromkeys(counted_sites(sites)) if c]
+        return [*keys, (source, pid)] if keys else []
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _add_columns(self, source: str, pid: Any, counted: list[tuple[str, str] | None],
+                     columns: SiteSpanColumns) -> None:
+        indices, starts, ends, values = (columns.site_indices, columns.starts, columns.ends,
+                                         columns.values)
+        durations = list(map(operator.sub, ends, starts))
+        distinct = dict.fromkeys(indices)
+        nbytes, last = 0, None
+        for i in distinct:
+            site = counted[i] if i < len(counted) else None
+            if site is None:
+                continue
+            if len(distinct) == 1:
+                mine, mine_ends, mine_values = durations, ends, values
+            else:
+                chosen = list(map(i.__eq__, indices))
+                mine = list(itertools.compress(durations, chosen))
+                mine_ends = list(itertools.compress(ends, chosen))
+                mine_values = list(itertools.compress(values, chosen))
+            nbytes += total_bytes(mine_values)
+            newest = max(mine_ends)
+            last = newest if last is None else max(last, newest)
+            self._count(source, pid, site, len(mine), sum(mine),
+                        latency_buckets(mine, _BOUNDS_NS), newest)
+        if last is not None:
+            self._bytes(source, pid, nbytes, last)
+
+    def _add_tallies(self, source: str, pid: Any, counted: list[tuple[str, str] | None],
+                     tallies: Any) -> tuple[int, int]:
+        if not isinstance(tallies, (list, tuple)):
+            return 0, 1
+        good = bad = 0
+        for tally in tallies:
+            try:
+                at, count, total_ns, nbytes, buckets = tally
+                site = counted[at]
+                if not (site is not None and type(count) is int and count > 0
+                        and type(total_ns) is int and type(nbytes) is int
+                        and len(buckets) == _NBUCKETS
+                        and all(type(b) is int and b >= 0 for b in buckets)):
+                    raise ValueError(tally)
+            except (TypeError, ValueError, IndexError):
+                bad += 1
+                continue
+            good += 1
+            self._count(source, pid, site, count, total_ns, list(buckets), 0)
+            self._bytes(source, pid, nbytes, 0)
+        return good, bad
+
+    def _count(self, source: str, pid: Any, site: tuple[str, str], count: int, total_ns: int,
+               buckets: list[int], time_ns: int) -> None:
+        key = (source, pid, *site)
+        series = self._take(key, 2) or [0, 0, [0] * _NBUCKETS, 0]
+        series[0] += count
+        series[1] += total_ns
+        series[2] = list(map(operator.add, series[2], buckets))
+        series[3] = max(series[3], time_ns)
+        self._series[key] = series  # last: the dict is longest silent first
+        self._built.pop((HANDLED, key), None)
+        self._built.pop((LATENCY, key), None)
+
+    def _bytes(self, source: str, pid: Any, nbytes: int, time_ns: int) -> None:
+        key = (source, pid)
+        series = self._take(key, 1) or [0, 0]
+        series[0] += nbytes
+        series[1] = max(series[1], time_ns)
+        self._series[key] = series
+        self._built.pop((RECEIVED, key), None)
+
+    def _take(self, key: Key, size: int) -> list[Any] | None:
+        """Takes ``key``'s series out (it goes back in last), or makes room for a new one of
+        ``size`` series."""
+        series = self._series.pop(key, None)
+        if series is not None:
+            return series
+        while self._series and self._size + size > self.limit:
+            oldest = next(iter(self._series))
+            del self._series[oldest]
+            for name in (HANDLED, LATENCY) if len(oldest) == 4 else (RECEIVED,):
+                self._built.pop((name, oldest), None)
+            gone = 2 if len(oldest) == 4 else 1
+            self._size -= gone
+            self.evicted += gone
+        self._size += size
+        return None
+
+    def _point(self, name: str, key: Key) -> MetricPoint:
+        point = self._built.get((name, key))
+        if point is not None:
+            return point
+        source = key[0]
+        if name == RECEIVED:
+            nbytes, time_ns = self._series[key]
+            point = MetricPoint(RECEIVED, "counter", dict(_RECEIVED_LABELS), nbytes, time_ns,
+                                source, description=_HELP[RECEIVED])
+        else:
+            count, total_ns, buckets, time_ns = self._series[key]
+            labels = {"mesh": key[2], "method": key[3]}
+            if name == HANDLED:
+                point = MetricPoint(HANDLED, "counter", labels, count, time_ns, source,
+                                    description=_HELP[HANDLED])
+            else:
+                point = MetricPoint(LATENCY, "histogram", labels, total_ns / 1e9, time_ns,
+                                    source, count, LATENCY_BOUNDS, tuple(buckets),
+                                    _HELP[LATENCY])
+        self._built[(name, key)] = point
+        return point
+
+
+def counted_sites(sites: Any) -> list[tuple[str, str] | None]:
+    """Each site of a batch's ``sites`` item: (mesh, method) for an invocation site, else
+    None (a call site, or a site that does not read)."""
+    if not isinstance(sites, (list, tuple)):
+        return []
+    out: list[tuple[str, str] | None] = []
+    for site in sites:
+        try:
+            mesh, method = site[3]
+        except (TypeError, ValueError, IndexError, KeyError):
+            out.append(None)
+            continue
+        out.append((mesh, method) if type(mesh) is str and type(method) is str else None)
+    return out
