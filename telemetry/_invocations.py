@@ -17,7 +17,8 @@ watches builds none.
 
 from __future__ import annotations
 
-import itertools
+import bisect
+import functools
 import operator
 from collections.abc import Collection, Iterable
 from typing import Any
@@ -32,6 +33,10 @@ NAMES = frozenset({HANDLED, LATENCY, RECEIVED})
 _HELP = {spec.name: spec.description for spec in BUILTIN}
 _BOUNDS_NS = [round(b * 1e9) for b in LATENCY_BOUNDS]
 _NBUCKETS = len(LATENCY_BOUNDS) + 1
+_bucket = functools.partial(bisect.bisect_left, _BOUNDS_NS)
+"""A duration's bucket: i is (bound i-1, bound i], as `MetricsTable.observe` counts."""
+_ONE_SITE = 16
+"""Spans of a batch of one site from which they are bucketed per bound, not per span."""
 _RECEIVED_LABELS = {"direction": "received"}
 
 Key = tuple[Any, ...]
@@ -103,29 +108,57 @@ class Invocations:
 
     def _add_columns(self, source: str, pid: Any, counted: list[tuple[str, str] | None],
                      columns: SiteSpanColumns) -> None:
-        indices, starts, ends, values = (columns.site_indices, columns.starts, columns.ends,
-                                         columns.values)
-        durations = list(map(operator.sub, ends, starts))
+        """One pass in C for the durations and their buckets, then one short Python step a
+        span into its site's series (a batch holds a few spans of each of many sites: cutting
+        the columns per site cost more). A batch of one site (a busy actor alone in its
+        proc) is counted in C alone: its durations sorted, bucketed per bound."""
+        indices, ends = columns.site_indices, columns.ends
         distinct = dict.fromkeys(indices)
-        nbytes, last = 0, None
-        for i in distinct:
-            site = counted[i] if i < len(counted) else None
-            if site is None:
+        series_of = {i: self._site_series((source, pid, *site))
+                     for i in distinct if i < len(counted) and (site := counted[i]) is not None}
+        if not series_of:
+            return
+        durations = list(map(operator.sub, ends, columns.starts))
+        if len(distinct) == 1 and len(series_of) == 1 and len(durations) >= _ONE_SITE:
+            self._add_one_site(source, pid, series_of[indices[0]], durations, ends,
+                               columns.values)
+            return
+        buckets = list(map(_bucket, durations))
+        if len(series_of) == len(distinct):  # every span is an invocation's (a proc's batch)
+            for i, duration, bucket, end in zip(indices, durations, buckets, ends):
+                series = series_of[i]
+                series[0] += 1
+                series[1] += duration
+                series[2][bucket] += 1
+                if end > series[3]:
+                    series[3] = end
+            self._bytes(source, pid, total_bytes(columns.values), max(ends))
+            return
+        nbytes = newest = 0
+        get = series_of.get
+        for i, duration, bucket, end, value in zip(indices, durations, buckets, ends,
+                                                   columns.values):
+            found = get(i)
+            if found is None:
                 continue
-            if len(distinct) == 1:
-                mine, mine_ends, mine_values = durations, ends, values
-            else:
-                chosen = list(map(i.__eq__, indices))
-                mine = list(itertools.compress(durations, chosen))
-                mine_ends = list(itertools.compress(ends, chosen))
-                mine_values = list(itertools.compress(values, chosen))
-            nbytes += total_bytes(mine_values)
-            newest = max(mine_ends)
-            last = newest if last is None else max(last, newest)
-            self._count(source, pid, site, len(mine), sum(mine),
-                        latency_buckets(mine, _BOUNDS_NS), newest)
-        if last is not None:
-            self._bytes(source, pid, nbytes, last)
+            series = found
+            series[0] += 1
+            series[1] += duration
+            series[2][bucket] += 1
+            if end > series[3]:
+                series[3] = end
+            newest = max(newest, end)
+            if type(value) is int:
+                nbytes += value
+        self._bytes(source, pid, nbytes, newest)
+
+    def _add_one_site(self, source: str, pid: Any, series: list[Any], durations: list[int],
+                      ends: Any, values: Any) -> None:
+        series[0] += len(durations)
+        series[1] += sum(durations)
+        series[2] = list(map(operator.add, series[2], latency_buckets(durations, _BOUNDS_NS)))
+        series[3] = max(series[3], max(ends))
+        self._bytes(source, pid, total_bytes(values), series[3])
 
     def _add_tallies(self, source: str, pid: Any, counted: list[tuple[str, str] | None],
                      tallies: Any) -> tuple[int, int]:
@@ -145,21 +178,26 @@ class Invocations:
                 bad += 1
                 continue
             good += 1
-            self._count(source, pid, site, count, total_ns, list(buckets), 0)
+            self._count(source, pid, site, count, total_ns, list(buckets))
             self._bytes(source, pid, nbytes, 0)
         return good, bad
 
     def _count(self, source: str, pid: Any, site: tuple[str, str], count: int, total_ns: int,
-               buckets: list[int], time_ns: int) -> None:
-        key = (source, pid, *site)
-        series = self._take(key, 2) or [0, 0, [0] * _NBUCKETS, 0]
+               buckets: list[int]) -> None:
+        series = self._site_series((source, pid, *site))
         series[0] += count
         series[1] += total_ns
         series[2] = list(map(operator.add, series[2], buckets))
-        series[3] = max(series[3], time_ns)
-        self._series[key] = series  # last: the dict is longest silent first
-        self._built.pop((HANDLED, key), None)
-        self._built.pop((LATENCY, key), None)
+
+    def _site_series(self, key: Key) -> list[Any]:
+        """The series of a site, moved last (the dict is longest silent first), its points
+        to be built again."""
+        series = self._take(key, 2) or [0, 0, [0] * _NBUCKETS, 0]
+        self._series[key] = series
+        if self._built:
+            self._built.pop((HANDLED, key), None)
+            self._built.pop((LATENCY, key), None)
+        return series
 
     def _bytes(self, source: str, pid: Any, nbytes: int, time_ns: int) -> None:
         key = (source, pid)
@@ -167,7 +205,8 @@ class Invocations:
         series[0] += nbytes
         series[1] = max(series[1], time_ns)
         self._series[key] = series
-        self._built.pop((RECEIVED, key), None)
+        if self._built:
+            self._built.pop((RECEIVED, key), None)
 
     def _take(self, key: Key, size: int) -> list[Any] | None:
         """Takes ``key``'s series out (it goes back in last), or makes room for a new one of

@@ -128,3 +128,49 @@ def test_subscribers_to_metrics_get_the_derived_points(recorder: Recorder, drain
            for r in subscription.poll()}
     assert got == {("messages_handled", 2), ("handler_latency_seconds", 2),
                    ("message_bytes", 20)}
+
+
+def test_a_batch_of_calls_and_invocations_counts_the_invocations_only(
+        recorder: Recorder, drain) -> None:
+    store = Store()
+    call = start_site_span(call_site("trainer", "step", "call"))
+    invoke(2, method="a", nbytes=5)
+    invoke(1, method="b", nbytes=7)
+    call.end()
+    store.ingest(encode_batch(drain(recorder)))
+    got = by_name(store)
+    assert {p.labels["method"]: p.value for p in got["messages_handled"]} == {"a": 2, "b": 1}
+    assert {p.labels["method"]: p.count for p in got["handler_latency_seconds"]} == {
+        "a": 2, "b": 1}
+    assert [p.value for p in got["message_bytes"]] == [17]
+
+
+def test_a_busy_site_counts_the_same_bucketed_at_once_or_span_by_span(
+        recorder: Recorder, drain) -> None:
+    """A batch of one site with many spans is bucketed per bound, in C; the same spans among
+    other sites' are bucketed one by one: the series come out the same."""
+    invoke(40)
+    alone = drain(recorder)
+    mixed = [*alone[:7], list(alone[7]), [list(c) if isinstance(c, list) else c
+                                          for c in alone[8]], *alone[9:]]
+    mixed[7].append(["trainer.other", {"mesh": "trainer"}, "bytes_in", ["trainer", "other"]])
+    columns = mixed[8]
+    columns[0].append(1)  # one more span, of the other site, at the end of every column
+    columns[1] += bytes(16)
+    columns[2] += bytes(8)
+    columns[3] += bytes(8)
+    for k in (4, 5, 7, 8):
+        columns[k].append(columns[k][0])
+    points = []
+    for wire in (alone, mixed):
+        store = Store()
+        store.ingest(encode_batch(wire))
+        points.append({(p.name, p.labels.get("method")): p
+                       for p in store.metrics(by_process=True)})
+    for name in ("messages_handled", "handler_latency_seconds"):
+        a, b = points[0][(name, "step")], points[1][(name, "step")]
+        assert (a.value, a.count, a.buckets, a.time_ns) == (b.value, b.count, b.buckets,
+                                                             b.time_ns)
+    assert points[0][("messages_handled", "step")].value == 40
+    assert points[1][("messages_handled", "other")].value == 1
+    assert points[1][("message_bytes", None)].value == points[0][("message_bytes", None)].value + 10
