@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ._columns import SiteSpanColumns
 from ._invocations import Invocations
 from ._records import MetricPoint
 
@@ -18,9 +17,9 @@ class Series:
     Beside the series, an index by metric name: `points(names)` (the admin API's top line, twice a
     second under `monarch top`) reads those few series, not every one of the job's.
 
-    The invocation metrics are not shipped as points: `derive` counts them from the site spans
-    (`monarch.telemetry._invocations`, bounded by the same `limit`), and `points` reads them
-    with the rest."""
+    The invocation metrics are not shipped as points: `derive` adds up the procs' per-site
+    tallies (`monarch.telemetry._invocations`, bounded by the same `limit`), and `points`
+    reads them with the rest."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -37,13 +36,10 @@ class Series:
         """Series evicted so far (the longest silent, to make room)."""
         return self._evicted + self.invocations.evicted
 
-    def derive(self, source: str, pid: Any, wire: list[Any],
-               columns: SiteSpanColumns | None) -> int:
-        """Counts the invocation metrics of a batch ``wire`` list from ``source`` (its sites,
-        the site span ``columns`` read from them, the tallies of spans it dropped); returns
-        how many tallies did not read."""
-        tallies = wire[12] if len(wire) > 12 else ()
-        return self.invocations.add(source, pid, wire[7], columns, tallies)[1]
+    def derive(self, source: str, pid: Any, wire: list[Any]) -> int:
+        """Adds up the invocation metrics of a batch ``wire`` list from ``source`` (its
+        sites' tallies); returns how many tallies did not read."""
+        return self.invocations.add(source, pid, wire[7], wire[12] if len(wire) > 12 else [])[1]
 
     def derived_points(self, source: str, pid: Any, sites: Any) -> list[MetricPoint]:
         """The invocation points a batch of ``sites`` from ``source`` changed (for live

@@ -6,9 +6,10 @@ what they share and is made once; each span then records only its ids, times, ou
 per-span value (an invocation's bytes in). The invocation hot path is a tuple, a deque append and
 the trace context, without a lock; the tuple holds only atoms (the site by id), so the garbage
 collector soon stops tracking it. The invocation metrics (``messages_handled``,
-``handler_latency_seconds``, ``message_bytes{received}``) are not counted here: the controller's
-store derives them from the spans it takes in (`monarch.telemetry._invocations`); a span the
-full buffer drops is tallied per site instead (`Tallies`), and the tally travels in its place.
+``handler_latency_seconds``, ``message_bytes{received}``) are tallied per site when the
+recorder drains the spans (`Tallies`: a count, a sum, bytes and bucket counts a site, in C), or
+at once when the buffer is full and the span is dropped; the tallies travel with the spans and
+the controller's store adds them up (`monarch.telemetry._invocations`).
 
 The hot path lives in `monarch.telemetry._spans` (`begin_invocation`, `start_site_span`). A
 batch carries each site it uses once and the spans as columns (see `drain_site_spans`); the
@@ -112,8 +113,9 @@ def call_site(mesh: str, method: str, adverb: str,
 
 def drain_site_spans(queue: deque[Any], n: int,
                      tallies: Tallies | None = None) -> tuple[list[Any], list[Any], list[Any]]:
-    """Takes up to ``n`` ended site spans (one drainer at a time) and the `tallies` of dropped
-    ones; returns (sites, columns, tallies) in batch wire form.
+    """Takes up to ``n`` ended site spans (one drainer at a time), tallies them into
+    ``tallies`` (with the dropped ones there) and takes those; returns (sites, columns,
+    tallies) in batch wire form.
 
     The columns are ``[site indices, trace ids (16 bytes each, joined), span ids (8 bytes
     each, joined), parent span ids (8 bytes each, zeros for none), start_ns list, end_ns list,
@@ -124,6 +126,8 @@ def drain_site_spans(queue: deque[Any], n: int,
         sites: list[Any] = []
         return sites, [], [] if tallies is None else tallies.take(sites, {})
     site_ids, traces, spans, parents, starts, values, ends, outcomes = zip(*items)
+    if tallies is not None:
+        tallies.add_spans(site_ids, starts, ends, values)
     ids = list(dict.fromkeys(site_ids))
     indices = list(map({site_id: i for i, site_id in enumerate(ids)}.__getitem__, site_ids))
     names = list(dict.fromkeys(outcomes))
@@ -156,10 +160,11 @@ def latency_buckets(durations_ns: Any, bounds_ns: list[int]) -> list[int]:
 
 
 class Tallies:
-    """Per invocation site, the spans a full buffer dropped: ``[count, sum of durations (ns),
-    bytes in, bucket counts]``, shipped in the spans' place (batch item 12) so that the
-    invocation metrics the controller derives still count them. Any thread adds; the drainer
-    takes them all."""
+    """Per invocation site, what its spans count: ``[count, sum of durations (ns), bytes in,
+    bucket counts, newest end (ns)]``, shipped with the spans (batch item 12); the controller
+    adds them up into the invocation metrics (`monarch.telemetry._invocations`). The drainer
+    tallies the spans it takes (`add_spans`: per site, in C); a span the full buffer dropped
+    is tallied at once (`add`, any thread), so it still counts."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -171,31 +176,56 @@ class Tallies:
         if _by_id[site_id].counted is None:
             return
         duration = end - start
-        bucket = bisect.bisect_left(_BOUNDS_NS, duration)
+        buckets = [0] * (len(_BOUNDS_NS) + 1)
+        buckets[bisect.bisect_left(_BOUNDS_NS, duration)] = 1
+        self._merge(site_id, 1, duration, total_bytes([value]), buckets, end)
+
+    def add_spans(self, site_ids: tuple[int, ...], starts: tuple[int, ...],
+                  ends: tuple[int, ...], values: tuple[Any, ...]) -> None:
+        """Tallies drained site spans (columns), per invocation site."""
+        durations = list(map(operator.sub, ends, starts))
+        distinct = dict.fromkeys(site_ids)
+        for site_id in distinct:
+            if _by_id[site_id].counted is None:
+                continue
+            if len(distinct) == 1:
+                mine, mine_ends, mine_values = durations, ends, values
+            else:
+                chosen = list(map(site_id.__eq__, site_ids))
+                mine = list(itertools.compress(durations, chosen))
+                mine_ends = tuple(itertools.compress(ends, chosen))
+                mine_values = tuple(itertools.compress(values, chosen))
+            self._merge(site_id, len(mine), sum(mine), total_bytes(mine_values),
+                        latency_buckets(mine, _BOUNDS_NS), max(mine_ends))
+
+    def _merge(self, site_id: int, count: int, total_ns: int, nbytes: int,
+               buckets: list[int], newest: int) -> None:
         with self._lock:
             tally = self._by_site.get(site_id)
             if tally is None:
-                tally = self._by_site[site_id] = [0, 0, 0, [0] * (len(_BOUNDS_NS) + 1)]
-            tally[0] += 1
-            tally[1] += duration
-            tally[2] += total_bytes([value])
-            tally[3][bucket] += 1
+                self._by_site[site_id] = [count, total_ns, nbytes, buckets, newest]
+                return
+            tally[0] += count
+            tally[1] += total_ns
+            tally[2] += nbytes
+            tally[3] = list(map(operator.add, tally[3], buckets))
+            tally[4] = max(tally[4], newest)
 
     def take(self, sites: list[Any], known: dict[int, int]) -> list[Any]:
-        """The tallies in batch wire form, ``[[site index, count, sum_ns, bytes, buckets],
-        ...]``, emptied; a site not yet in ``sites`` (the batch's, indexed by ``known``: site
-        id -> index) is appended to it."""
+        """The tallies in batch wire form, ``[[site index, count, sum_ns, bytes, buckets,
+        newest_ns], ...]``, emptied; a site not yet in ``sites`` (the batch's, indexed by
+        ``known``: site id -> index) is appended to it."""
         if not self._by_site:
             return []
         with self._lock:
             taken, self._by_site = self._by_site, {}
         wire = []
-        for site_id, (count, total_ns, nbytes, buckets) in taken.items():
+        for site_id, tally in taken.items():
             at = known.get(site_id)
             if at is None:
                 at = known[site_id] = len(sites)
                 sites.append(_by_id[site_id].to_wire())
-            wire.append([at, count, total_ns, nbytes, buckets])
+            wire.append([at, *tally])
         return wire
 
 

@@ -102,7 +102,7 @@ class Store:
             How many records it added, or None when it was not a batch (counted in
             `statistics`, never raised). Entries that cannot be read are skipped and counted.
             Actor statuses and flight-recorder entries are kept too (not counted here).
-            Invocation metrics come from site spans as shipped, not a `Batch`'s records.
+            Invocation metrics come from the sites' tallies as shipped, not from a `Batch`.
         """
         if isinstance(batch, Batch):
             records = batch.records()
@@ -133,8 +133,8 @@ class Store:
             self._invalid += invalid
             self._set_resource(source, resource)
             self._add_all(records, pid, site_spans)
-            if len(wire) > 7 and wire[7]:  # the invocation metrics, counted from the spans
-                self._invalid += self._metrics.derive(source, pid, wire, site_spans)
+            if len(wire) > 7 and wire[7]:  # the invocation metrics: the sites' tallies
+                self._invalid += self._metrics.derive(source, pid, wire)
                 if any("metric" in s.kinds for s in self._subscriptions):
                     self._offer(self._metrics.derived_points(source, pid, wire[7]), None)
 

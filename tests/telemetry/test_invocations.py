@@ -89,9 +89,9 @@ def test_series_are_bounded_and_the_longest_silent_goes() -> None:
     table = Invocations(limit=5)  # a site: two series (count, latency); a process: one (bytes)
     sites = [["m.a", {}, "bytes_in", ["m", "a"]], ["m.b", {}, "bytes_in", ["m", "b"]]]
     buckets = [1] + [0] * 18
-    assert table.add("p1", 1, sites, None, [[0, 1, 5, 0, buckets]]) == (1, 0)
+    assert table.add("p1", 1, sites, [[0, 1, 5, 0, buckets, 9]]) == (1, 0)
     assert len(table) == 3 and table.evicted == 0
-    assert table.add("p2", 2, sites, None, [[1, 1, 5, 0, buckets]]) == (1, 0)
+    assert table.add("p2", 2, sites, [[1, 1, 5, 0, buckets, 9]]) == (1, 0)
     # p2's site fits (5); its bytes do not: p1's site, updated before p1's bytes, goes
     assert len(table) == 4 and table.evicted == 2
     assert {(p.source, p.name) for p in table.points()} == {
@@ -145,32 +145,28 @@ def test_a_batch_of_calls_and_invocations_counts_the_invocations_only(
     assert [p.value for p in got["message_bytes"]] == [17]
 
 
-def test_a_busy_site_counts_the_same_bucketed_at_once_or_span_by_span(
-        recorder: Recorder, drain) -> None:
-    """A batch of one site with many spans is bucketed per bound, in C; the same spans among
-    other sites' are bucketed one by one: the series come out the same."""
+def test_a_busy_site_tallies_the_same_alone_or_among_others(recorder: Recorder,
+                                                            drain) -> None:
+    """The proc tallies a drain of one site at once and a drain of many sites site by site
+    (the columns cut per site): the same spans count the same either way."""
     invoke(40)
-    alone = drain(recorder)
-    mixed = [*alone[:7], list(alone[7]), [list(c) if isinstance(c, list) else c
-                                          for c in alone[8]], *alone[9:]]
-    mixed[7].append(["trainer.other", {"mesh": "trainer"}, "bytes_in", ["trainer", "other"]])
-    columns = mixed[8]
-    columns[0].append(1)  # one more span, of the other site, at the end of every column
-    columns[1] += bytes(16)
-    columns[2] += bytes(8)
-    columns[3] += bytes(8)
-    for k in (4, 5, 7, 8):
-        columns[k].append(columns[k][0])
-    points = []
-    for wire in (alone, mixed):
-        store = Store()
-        store.ingest(encode_batch(wire))
-        points.append({(p.name, p.labels.get("method")): p
-                       for p in store.metrics(by_process=True)})
-    for name in ("messages_handled", "handler_latency_seconds"):
-        a, b = points[0][(name, "step")], points[1][(name, "step")]
-        assert (a.value, a.count, a.buckets, a.time_ns) == (b.value, b.count, b.buckets,
-                                                             b.time_ns)
-    assert points[0][("messages_handled", "step")].value == 40
-    assert points[1][("messages_handled", "other")].value == 1
-    assert points[1][("message_bytes", None)].value == points[0][("message_bytes", None)].value + 10
+    alone = by_name_of(drain(recorder))
+    invoke(40)
+    invoke(3, method="other", nbytes=1)
+    mixed = by_name_of(drain(recorder))
+    for got in (alone, mixed):
+        latency = got[("handler_latency_seconds", "step")]
+        assert got[("messages_handled", "step")].value == 40
+        assert latency.count == sum(latency.buckets) == 40 and latency.value > 0
+    assert mixed[("messages_handled", "step")].value == 40
+    assert mixed[("messages_handled", "other")].value == 3
+    assert mixed[("handler_latency_seconds", "step")].count == 40
+    assert sum(mixed[("handler_latency_seconds", "other")].buckets) == 3
+    assert alone[("message_bytes", None)].value == 400
+    assert mixed[("message_bytes", None)].value == 403
+
+
+def by_name_of(wire: list) -> dict:
+    store = Store()
+    store.ingest(encode_batch(wire))
+    return {(p.name, p.labels.get("method")): p for p in store.metrics(by_process=True)}

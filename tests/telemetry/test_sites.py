@@ -91,7 +91,7 @@ def test_invocations_feed_the_metrics_the_store_derives(recorder: Recorder, drai
 
 def test_derived_latency_buckets_like_observe() -> None:
     """A bound itself falls in its own bucket, as `MetricsTable.observe` counts it, whether
-    the store counts the spans (`latency_buckets`) or the proc tallies dropped ones."""
+    the proc tallies drained spans (`latency_buckets`) or dropped ones one by one."""
     one_by_one = MetricsTable()
     seconds = [0.00005, 0.0001, 0.0003, 0.0003, 0.0011, 100.0]
     for value in seconds:
@@ -105,7 +105,8 @@ def test_derived_latency_buckets_like_observe() -> None:
     for value in seconds:
         tallies.add((site.id, b"", b"", None, 0, 7, round(value * 1e9), "ok"))
     sites: list = []
-    ((at, count, total_ns, nbytes, buckets),) = tallies.take(sites, {})
+    ((at, count, total_ns, nbytes, buckets, newest),) = tallies.take(sites, {})
+    assert newest == round(100.0 * 1e9)
     assert sites[at] == ["m.f", site.attributes, "bytes_in", ["m", "f"]]
     assert (count, nbytes, tuple(buckets)) == (6, 42, a.buckets)
     assert abs(total_ns / 1e9 - a.value) < 1e-6
@@ -122,7 +123,7 @@ def test_full_buffer_drops_the_span_but_still_counts_the_invocation(drain) -> No
     assert small.dropped()["span"] == 3 and small.statistics().pending["span"] == 2
     wire = drain(small)
     assert len(wire[8][0]) == 2  # the site index column
-    assert [t[1] for t in wire[12]] == [3]  # the three dropped, tallied
+    assert [t[1] for t in wire[12]] == [5]  # the two drained and the three dropped
     got = metrics_of(wire)
     assert got[("messages_handled", (("mesh", "trainer"), ("method", "step")))].value == 5
     assert got[("message_bytes", (("direction", "received"),))].value == 5
