@@ -30,6 +30,8 @@ NAMES = frozenset({HANDLED, LATENCY, RECEIVED})
 _HELP = {spec.name: spec.description for spec in BUILTIN}
 _NBUCKETS = len(LATENCY_BOUNDS) + 1
 _RECEIVED_LABELS = {"direction": "received"}
+_INTS = frozenset({int})
+_FOUR_INTS = (int, int, int, int)
 
 Key = tuple[Any, ...]
 """A site's series: (source, pid, mesh, method); a process's bytes in: (source, pid)."""
@@ -60,26 +62,35 @@ class Invocations:
         if not tallies:
             return 0, 0
         counted = counted_sites(sites)
-        good = bad = 0
-        newest = 0
-        nbytes = 0
+        good = bad = nbytes = newest = 0
+        series_of, built, add = self._series, self._built, operator.add
         for tally in tallies:
             try:
                 at, count, total_ns, nbytes_in, buckets = tally[:5]
                 end = tally[5] if len(tally) > 5 else 0
                 site = counted[at]
-                if not (site is not None and type(count) is int and count > 0
-                        and type(total_ns) is int and type(nbytes_in) is int
-                        and type(end) is int and len(buckets) == _NBUCKETS
-                        and all(type(b) is int and b >= 0 for b in buckets)):
+                if (site is None or (type(count), type(total_ns), type(nbytes_in), type(end))
+                        != _FOUR_INTS or count <= 0 or len(buckets) != _NBUCKETS
+                        or not _INTS.issuperset(map(type, buckets)) or min(buckets) < 0):
                     raise ValueError(tally)
             except (TypeError, ValueError, IndexError):
                 bad += 1
                 continue
             good += 1
-            self._count(source, pid, site, count, total_ns, buckets, end)
+            key = (source, pid, *site)
+            series = series_of.pop(key, None) or self._new(key, [0, 0, [0] * _NBUCKETS, 0])
+            series[0] += count
+            series[1] += total_ns
+            series[2] = list(map(add, series[2], buckets))
+            if end > series[3]:
+                series[3] = end
+            series_of[key] = series  # last: the dict is longest silent first
+            if built:
+                built.pop((HANDLED, key), None)
+                built.pop((LATENCY, key), None)
             nbytes += nbytes_in
-            newest = max(newest, end)
+            if end > newest:
+                newest = end
         if good:
             self._bytes(source, pid, nbytes, newest)
         return good, bad
@@ -118,40 +129,18 @@ class Invocations:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _count(self, source: str, pid: Any, site: tuple[str, str], count: int, total_ns: int,
-               buckets: list[int], newest: int) -> None:
-        series = self._site_series((source, pid, *site))
-        series[0] += count
-        series[1] += total_ns
-        series[2] = list(map(operator.add, series[2], buckets))
-        if newest > series[3]:
-            series[3] = newest
-
-    def _site_series(self, key: Key) -> list[Any]:
-        """The series of a site, moved last (the dict is longest silent first), its points
-        to be built again."""
-        series = self._take(key, 2) or [0, 0, [0] * _NBUCKETS, 0]
-        self._series[key] = series
-        if self._built:
-            self._built.pop((HANDLED, key), None)
-            self._built.pop((LATENCY, key), None)
-        return series
-
     def _bytes(self, source: str, pid: Any, nbytes: int, time_ns: int) -> None:
         key = (source, pid)
-        series = self._take(key, 1) or [0, 0]
+        series = self._series.pop(key, None) or self._new(key, [0, 0])
         series[0] += nbytes
         series[1] = max(series[1], time_ns)
         self._series[key] = series
         if self._built:
             self._built.pop((RECEIVED, key), None)
 
-    def _take(self, key: Key, size: int) -> list[Any] | None:
-        """Takes ``key``'s series out (it goes back in last), or makes room for a new one of
-        ``size`` series."""
-        series = self._series.pop(key, None)
-        if series is not None:
-            return series
+    def _new(self, key: Key, series: list[Any]) -> list[Any]:
+        """A new series of ``key``, room made for it: past `limit`, the longest silent go."""
+        size = 2 if len(key) == 4 else 1
         while self._series and self._size + size > self.limit:
             oldest = next(iter(self._series))
             del self._series[oldest]
@@ -161,7 +150,7 @@ class Invocations:
             self._size -= gone
             self.evicted += gone
         self._size += size
-        return None
+        return series
 
     def _point(self, name: str, key: Key) -> MetricPoint:
         point = self._built.get((name, key))
