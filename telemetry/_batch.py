@@ -17,16 +17,16 @@ Wire form (a msgpack-friendly list)::
      statuses,          # [ActorStatus.to_wire(), ...]
      message_groups,    # flight records (see `monarch.telemetry._actors`)
      log_tags,          # [{tags}, ...]: a log line whose tags field is an int has these
-     tallies]           # [[site index, count, sum of durations ns, bytes in, bucket counts],
-                        #  ...]: the invocation site spans a full buffer dropped
+     tallies]           # [[site index, count, sum of durations ns, bytes in, bucket counts,
+                        #  newest end ns], ...]: per invocation site, its spans drained and
+                        #  those a full buffer dropped (`monarch.telemetry._sites.Tallies`)
 
 Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
 site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
 process (see `monarch.telemetry._sites` and `monarch.telemetry._columns`). The invocation
-metrics are not in ``metrics``: the store derives them from the invocation site spans and the
-tallies (`monarch.telemetry._invocations`). The last three items may be missing (a batch of
-spans in full form only) or empty; readers ignore trailing items they do not know, so a newer
-sender may append more.
+metrics are not in ``metrics``: the store adds up the tallies (`monarch.telemetry._invocations`).
+The last three items may be missing (a batch of spans in full form only) or empty; readers
+ignore trailing items they do not know, so a newer sender may append more.
 
 `encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
 either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.

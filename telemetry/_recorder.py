@@ -53,7 +53,7 @@ class Recorder:
         self._queues: dict[str, deque[Any]] = {kind: deque() for kind in KINDS}
         self._spans = self._queues["span"]
         self._site_spans: deque[Any] = deque()  # ended site spans; counted as kind "span"
-        self._tallies = Tallies()  # the invocation site spans dropped, tallied per site
+        self._tallies = Tallies()  # per invocation site: its spans drained or dropped
         self._logs = self._queues["log"]
         self._max_spans, self._max_logs = max_spans, max_logs
         self._max_log_bytes = max_log_bytes
@@ -103,7 +103,7 @@ class Recorder:
         value, end_ns, outcome), see `monarch.telemetry._sites`.
 
         A span that does not fit is dropped, but tallied: the invocation metrics the
-        controller derives still count it.
+        controller adds up still count it.
         """
         if len(self._site_spans) < self._max_spans:
             self._site_spans.append(item)
@@ -194,9 +194,10 @@ class Recorder:
     def drain(self, max_items: int = 4096, live_only: bool = False) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
 
-        Site spans (at most ``max_items`` more) and their sites ride along, with the tallies
-        of those a full buffer dropped, and so do metric points (changed series, the drop
-        counters; the invocation metrics are the controller's to derive from the site spans).
+        Site spans (at most ``max_items`` more) and their sites ride along, with their
+        per-site tallies (and those of spans a full buffer dropped), and so do metric points
+        (changed series, the drop counters; the controller adds the invocation metrics up
+        from the tallies).
         With ``live_only``, only log lines, failures and transfers: a proc that prints a
         line per call ships its lines at once, and its bulk (spans, metrics, statuses,
         flight records: a snapshot of every changed series each time) at its own pace.
@@ -224,8 +225,8 @@ class Recorder:
                 site_spans, statuses, messages, log_tags, tallies]
 
     def _take_bulk(self, max_items: int) -> tuple[list[Any], ...]:
-        """(spans, sites, site spans, tallies of dropped site spans, metric points, statuses,
-        message groups) taken for a drain, under `_drain_lock`."""
+        """(spans, sites, site spans, their tallies, metric points, statuses, message
+        groups) taken for a drain, under `_drain_lock`."""
         source = self.source
         spans = [[*f, source] for f in _take(self._spans, max_items)]
         sites, site_spans, tallies = drain_site_spans(self._site_spans, max_items, self._tallies)

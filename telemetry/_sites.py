@@ -112,7 +112,7 @@ def call_site(mesh: str, method: str, adverb: str,
 
 
 def drain_site_spans(queue: deque[Any], n: int,
-                     tallies: Tallies | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+                     tallies: Tallies) -> tuple[list[Any], list[Any], list[Any]]:
     """Takes up to ``n`` ended site spans (one drainer at a time), tallies them into
     ``tallies`` (with the dropped ones there) and takes those; returns (sites, columns,
     tallies) in batch wire form.
@@ -124,16 +124,15 @@ def drain_site_spans(queue: deque[Any], n: int,
     items = list(map(operator.call, itertools.repeat(queue.popleft, min(n, len(queue)))))
     if not items:
         sites: list[Any] = []
-        return sites, [], [] if tallies is None else tallies.take(sites, {})
+        return sites, [], tallies.take(sites, {})
     site_ids, traces, spans, parents, starts, values, ends, outcomes = zip(*items)
-    if tallies is not None:
-        tallies.add_spans(site_ids, starts, ends, values)
+    tallies.add_spans(site_ids, starts, ends, values)
     ids = list(dict.fromkeys(site_ids))
     indices = list(map({site_id: i for i, site_id in enumerate(ids)}.__getitem__, site_ids))
     names = list(dict.fromkeys(outcomes))
     outcome_indices = list(map({name: i for i, name in enumerate(names)}.__getitem__, outcomes))
     sites = [_by_id[site_id].to_wire() for site_id in ids]
-    tallied = [] if tallies is None else tallies.take(sites, {s: i for i, s in enumerate(ids)})
+    tallied = tallies.take(sites, {s: i for i, s in enumerate(ids)})
     return sites, [
         indices, b"".join(traces), b"".join(spans), b"".join([p or _NO_PARENT for p in parents]),
         list(starts), list(ends), names, outcome_indices, list(values)], tallied
