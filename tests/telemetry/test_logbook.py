@@ -9,6 +9,7 @@ import random
 import pytest
 
 from monarch.telemetry import LogRecord
+from monarch.telemetry import _logbook
 from monarch.telemetry._logbook import LogBook
 
 
@@ -40,8 +41,11 @@ def reference(lines: list[LogRecord]) -> list[str]:
     return [r.text for r in in_order(lines)]
 
 
+@pytest.mark.parametrize("settle_at", [8192, 16])
 @pytest.mark.parametrize("seed", range(6))
-def test_reads_see_every_line_in_order_whatever_the_batches_order(seed: int) -> None:
+def test_reads_see_every_line_in_order_whatever_the_batches_order(
+        seed: int, settle_at: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_logbook, "SETTLE_AT", settle_at)  # 16: sorts between the reads too
     rng = random.Random(seed)
     book, seen = LogBook(10**6, 10**12), []
     for batch in batches(rng, 300):
@@ -69,3 +73,19 @@ def test_a_full_book_evicts_the_lowest_stamps(seed: int) -> None:
     kept = [r.text for r in book.all()]
     assert len(kept) <= 200 and evicted == len(seen) - len(kept)
     assert kept == reference(seen)[-len(kept):]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_book_nobody_reads_sorts_in_bounded_steps(seed: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unsorted tail never grows past `SETTLE_AT` (and a batch): a book that filled unread
+    sorted every line it held at its first eviction, one long stop of the controller's loop."""
+    monkeypatch.setattr(_logbook, "SETTLE_AT", 64)
+    rng = random.Random(seed)
+    book, seen, widest = LogBook(10**6, 10**12), [], 0
+    for batch in batches(rng, 500):
+        book.add_many(batch)
+        seen += batch
+        widest = max(widest, len(book) - book._sorted)
+    assert widest < 64 + 8 and len(seen) > 1000
+    assert [r.text for r in book.all()] == reference(seen)
