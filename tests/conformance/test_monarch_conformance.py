@@ -3,8 +3,8 @@
 Every test of Monarch's suite that passes on torchmonarch 0.7.0 (expected.txt) must pass here,
 except those excluded with a reason (excluded.txt: tests that can only pass inside Monarch's
 Rust runtime, or that pin its private internals). Each of Monarch's test files runs once, in a
-pytest child process (see monarch_suite.py), two files at a time; each of its tests is one item
-here.
+pytest child process (see monarch_suite.py), two files at a time, from the session's start (in
+the background of the rest of the suite); each of its tests is one item here, run last.
 """
 
 from __future__ import annotations
@@ -43,26 +43,38 @@ def _by_size(files: set[str]) -> list[str]:
     return sorted(files, key=lambda f: (-count[f], f))
 
 
+def start(report_dir: Path) -> None:
+    """Starts every file, `JOBS` at a time, largest first, each once per session (reports in
+    `report_dir`). The session calls it before its first test (tests/conftest.py), so the
+    files run while the rest of the suite does, and this module's items run last."""
+    if _runs:
+        return
+    folder = suite.tests_dir()
+    pool = ThreadPoolExecutor(JOBS, thread_name_prefix="conformance")
+    for name in _by_size({t.split("::")[0] for t in REQUIRED}):
+        _runs[name] = pool.submit(suite.run_file, name, report_dir, folder=folder, only=[
+            t for t in REQUIRED if t.split("::")[0] == name])
+    pool.shutdown(wait=False)
+
+
 def results_of(file: str, report_dir: Path) -> dict[str, suite.Outcome]:
-    """The outcomes of one of Monarch's test files. The first call starts every file, `JOBS`
-    at a time, largest first; each runs once per session."""
-    if not _runs:
-        folder = suite.tests_dir()
-        pool = ThreadPoolExecutor(JOBS, thread_name_prefix="conformance")
-        for name in _by_size({t.split("::")[0] for t in REQUIRED}):
-            _runs[name] = pool.submit(suite.run_file, name, report_dir, folder=folder, only=[
-                t for t in REQUIRED if t.split("::")[0] == name])
-        pool.shutdown(wait=False)
+    """The outcomes of one of Monarch's test files (started now if they were not yet)."""
+    start(report_dir)
     return _runs[file].result()
+
+
+def stop() -> None:
+    """Cancels the files not started and kills the pytest children still running."""
+    for run in _runs.values():
+        run.cancel()
+    suite.stop_all()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _stop_the_files_left():
     """A session that ends before every file ran leaves no pytest child running."""
     yield
-    for run in _runs.values():
-        run.cancel()
-    suite.stop_all()
+    stop()
 
 
 @pytest.mark.timeout(2400)  # the first test of a file runs the whole file
