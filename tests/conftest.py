@@ -58,6 +58,8 @@ def _skip_fails_under_ci(report: Any) -> None:
 
 
 CONFORMANCE = "tests/conformance/test_monarch_conformance.py::"
+"""The conformance module's items; those of Monarch's tests start with `MONARCH_TESTS`."""
+MONARCH_TESTS = CONFORMANCE + "test_monarch_test_passes["
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
@@ -66,18 +68,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from the session's start (`_conformance_in_the_background`), mostly waiting on Monarch's
     timeouts and sleeps, so by the time their items come the outcomes are there (they held
     the suite ~7 of its ~31 minutes when each file ran as its first item came)."""
-    ours = [item for item in items if not item.nodeid.startswith(CONFORMANCE)]
-    if len(ours) != len(items):
-        items[:] = ours + [item for item in items if item.nodeid.startswith(CONFORMANCE)]
+    ours, theirs = [], []
+    for item in items:
+        (theirs if item.nodeid.startswith(CONFORMANCE) else ours).append(item)
+    items[:] = ours + theirs
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _conformance_in_the_background(request: pytest.FixtureRequest,
                                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Starts Monarch's test files before the session's first test, when the session will run
-    any of them; stops what still runs at its end (an interrupted session leaves none)."""
+    any of their tests; stops what still runs at its end (an interrupted session, too, leaves
+    no pytest child running)."""
     module = next((item.module for item in request.session.items  # type: ignore[attr-defined]
-                   if item.nodeid.startswith(CONFORMANCE)), None)
+                   if item.nodeid.startswith(MONARCH_TESTS)), None)
     if module is not None:
         module.start(tmp_path_factory.getbasetemp())
     yield

@@ -64,17 +64,11 @@ def results_of(file: str, report_dir: Path) -> dict[str, suite.Outcome]:
 
 
 def stop() -> None:
-    """Cancels the files not started and kills the pytest children still running."""
+    """Cancels the files not started and kills the pytest children still running (the
+    session's end calls it, tests/conftest.py)."""
     for run in _runs.values():
         run.cancel()
     suite.stop_all()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _stop_the_files_left():
-    """A session that ends before every file ran leaves no pytest child running."""
-    yield
-    stop()
 
 
 @pytest.mark.timeout(2400)  # the first test of a file runs the whole file
