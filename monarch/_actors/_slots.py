@@ -502,6 +502,9 @@ class SyncSlot(ActorSlot):
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._local: collections.deque[Any] = collections.deque()
         self.leading = False
+        self.idle = False
+        """This slot's thread waits for its next message (in `_next`, leading the loop or
+        not): a message delivered now is taken at once (`ProcessRuntime.imminent`)."""
         self.thread = threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
                                        daemon=True)
         self.thread.start()
@@ -510,6 +513,8 @@ class SyncSlot(ActorSlot):
         return self._queue.qsize() + len(self._local)
 
     def _enqueue(self, item: tuple[Any, Any]) -> None:
+        if self.idle:
+            self.runtime.imminent.add(self)
         self._queue.put(item)
         if self.leading and threading.get_ident() != self.runtime.leadership.leader_ident:
             self.runtime.wake()
@@ -567,6 +572,8 @@ class SyncSlot(ActorSlot):
         try:
             self._serve()
         except BaseException as exc:  # noqa: BLE001 - the runtime's own fault, not the user's
+            self.idle = False
+            self.runtime.took(self)  # nothing held waits for this thread
             self.died(exc)
 
     def _refuse_queued(self) -> None:
@@ -585,7 +592,10 @@ class SyncSlot(ActorSlot):
                 return
             if self._control:
                 self._supervise_now()
+            self.idle = True
             msg, frames = self._next()
+            self.idle = False
+            self.runtime.took(self)
             self._current = msg
             if msg is _CONTROL:
                 continue

@@ -31,7 +31,8 @@ from ._leader import BATON, DONE, PARK_CHECK_S, Leadership
 from ._ordering import Numbering, Reorder
 from ._ports import Sink
 from .._geometry._view import View
-from .._wire._messages import CALL_FIELDS, Batch, Call, Notice, Reply, Seqs
+from .._wire._messages import (CALL_FIELDS, REPLY_FIELDS, Batch, Call, Notice, Reply, Replies,
+                               Seqs)
 from .._wire import _signals
 from .._wire._transport import Inbox, Outbox, PeerGone
 
@@ -100,6 +101,10 @@ class ProcessRuntime:
         self._handlers: dict[Any, tuple[Callable[..., None], Any]] | None = None
         self._leader_until: Callable[[], bool] | None = None
         """While a thread other than the I/O thread leads: its `until` (see `lead`)."""
+        self.imminent: set[Any] = set()
+        """Actor slots whose idle thread is about to take a message delivered to it (each
+        slot adds itself when it is given one while `idle`, and drops out when its thread
+        takes one): an answer given meanwhile is held for theirs (`_wire._answers`)."""
         self.idle_polls = 0
         """Polls that found every inbox empty (loop thread): a dead sender's last messages are
         read once one happened after its death was known."""
@@ -171,6 +176,7 @@ class ProcessRuntime:
         self._closing = True
         self.leadership.closing = True
         self.outbox.held.release(block=not self.on_io_thread())
+        self.outbox.answers.release(None, block=not self.on_io_thread())
         self.wake()
         if self._thread is None:  # never started: no loop will close the inbox on its way out
             if not first:
@@ -185,6 +191,8 @@ class ProcessRuntime:
         """Waits for `future` to settle, leading the loop meanwhile if possible; False on
         timeout. Installed as the waiter of every Future of this process."""
         self.outbox.held.release_first(block=not self.on_io_thread())
+        if self.outbox.answers.by_address:
+            self.outbox.answers.release(None, block=not self.on_io_thread())
         if self._closing or self.on_io_thread() or self._thread is None:
             return future._lock_wait(timeout)
         if future.done():
@@ -275,13 +283,41 @@ class ProcessRuntime:
 
     def reply(self, port: tuple, index: int, status: int, frames: Sequence[Any] = (),
               block: bool = True) -> None:
-        """Sends a Reply to `port` = (address, port id). Replies to dead processes are dropped."""
+        """Sends a Reply to `port` = (address, port id). Replies to dead processes are dropped.
+        An actor's thread's answer waits for those of the actors about to answer too, and
+        leaves with them (`_wire._answers`)."""
         address, port_id = port
+        reply = Reply(port_id, index, status, _clock.now(), len(frames))
+        outbox = self.outbox
         try:
-            self.outbox.send(address, Reply(port_id, index, status, _clock.now(), len(frames)),
-                             frames, block=block and not self.on_io_thread())
+            if self.on_io_thread():
+                outbox.send(address, reply, frames, block=False)
+            elif not self.imminent and not outbox.answers.busy():
+                outbox.send(address, reply, frames, block=block)
+            else:
+                outbox.answers.answer(address, reply, list(frames), block, self.answers_due)
         except PeerGone:
             pass
+
+    def answers_due(self) -> bool:
+        """True while some actor slot's idle thread is about to take a message: its answer
+        is due soon (`_wire._answers`). A slot whose thread took its message and went on is
+        no longer idle, wherever it is in `imminent`."""
+        for slot in tuple(self.imminent):  # one C call: other threads add and remove slots
+            if slot.idle:
+                return True
+        return False
+
+    def took(self, slot: Any) -> None:
+        """An actor slot's thread took a message off its queue: it is not about to any more;
+        if no other is, the answers held for them leave now, before its handler runs."""
+        imminent = self.imminent
+        imminent.discard(slot)
+        answers = self.outbox.answers
+        # Read without the lock: a thread deciding to hold right now has the lock taken, and
+        # one that has not yet decided sees this slot no longer idle (`answers_due`).
+        if answers.busy():
+            answers.release_unless(self.answers_due)
 
     def notify_first(self, address: str, topic: str, body: Any) -> None:
         """`notify`, but a notice to this process itself is handled on the loop without the
@@ -431,7 +467,10 @@ class ProcessRuntime:
         nothing is due, else at most `WAITER_POLL_MS`). Hot path: one call per message waited
         for, on each side of every call; keep it flat."""
         handlers = self._handlers or self._make_poller()
-        held = self.outbox.held
+        outbox = self.outbox
+        if outbox.answers.by_address:  # whoever held them is gone on (`_wire._answers`)
+            outbox.answers.release(None, block=False)
+        held = outbox.held
         if held.by_address and held.due():
             held.release(block=False)
         if self._timers or self.outbox.backlogged:
@@ -572,6 +611,8 @@ class ProcessRuntime:
                 self._on_batch(msg, frames)
             elif kind is Reply:
                 self._on_reply(msg, frames)
+            elif kind is Replies:
+                self._on_replies(msg, frames)
             elif kind is Notice:
                 self._on_notice(msg)
             else:
@@ -674,6 +715,20 @@ class ProcessRuntime:
         sink = self.ports.get(msg.port)
         if sink is not None and sink.deliver(msg, frames):
             self.ports.pop(msg.port, None)
+
+    def _on_replies(self, msg: Replies, frames: list[Any]) -> None:
+        offset = 0
+        for fields in msg.replies:
+            if type(fields) is not tuple or len(fields) != REPLY_FIELDS:
+                self.inbox.stats.bad_frames += 1
+                return
+            reply = Reply(*fields)
+            count = reply.nframes
+            if type(count) is not int or count < 0 or offset + count > len(frames):
+                self.inbox.stats.bad_frames += 1
+                return
+            self._on_reply(reply, frames[offset:offset + count])
+            offset += count
 
     def _on_notice(self, msg: Notice) -> None:
         handler = self.notice_handlers.get(msg.topic)

@@ -177,8 +177,22 @@ class Batch(Message):
     nframes: int
 
 
+@message(8)
+@dataclasses.dataclass(slots=True)
+class Replies(Message):
+    """Several Replies for one destination in one message (the answers of a proc's actors
+    that finished together, `_answers`). `replies` holds each Reply's fields (without version
+    and kind); their frames follow the envelope, in order."""
+
+    replies: tuple
+    nframes: int
+
+
 CALL_FIELDS = 12
 """Number of fields of a Call (for validating the entries of a Batch)."""
+
+REPLY_FIELDS = 5
+"""Number of fields of a Reply (for validating the entries of a Replies)."""
 
 
 def call_or_batch(calls: list[tuple[Call, list[Any]]]) -> tuple[Any, list[Any]]:
@@ -189,6 +203,16 @@ def call_or_batch(calls: list[tuple[Call, list[Any]]]) -> tuple[Any, list[Any]]:
     frames = [frame for _, fs in calls for frame in fs]
     fields = Call._getter
     return Batch(tuple(fields(call) for call, _ in calls), len(frames)), frames
+
+
+def reply_or_replies(replies: list[tuple[Reply, list[Any]]]) -> tuple[Any, list[Any]]:
+    """The message that carries `replies` ((Reply, frames) each, in order) to one
+    destination, and its frames: the Reply itself for one, else one Replies."""
+    if len(replies) == 1:
+        return replies[0]
+    frames = [frame for _, fs in replies for frame in fs]
+    fields = Reply._getter
+    return Replies(tuple(fields(reply) for reply, _ in replies), len(frames)), frames
 
 
 class Seqs:

@@ -24,6 +24,7 @@ import zmq.utils.monitor
 import zmq.utils.z85
 
 from . import _lane
+from ._answers import HeldAnswers
 from ._held import HeldCalls
 from . import _signals
 from ._messages import Call, WireError, decode, encode
@@ -337,6 +338,9 @@ class Outbox:
         """New links to ipc addresses try a lane first (`_lane`)."""
         self.held = HeldCalls(self._send_held, self._report_lost)
         """Calls of user threads held for a burst (`_held`); released before any other send."""
+        self.answers = HeldAnswers(self._send_answers, self.backlogged.__contains__)
+        """Answers of actors that finished together, held per destination (`_answers`);
+        those for a destination leave before any other message to it."""
         self.on_held_lost: Callable[[str, Any, str | None], None] | None = None
         """Told of a held message that could not be sent (address, message, why): its callers
         are answered there, as a send raising PeerGone would have made them be."""
@@ -379,9 +383,21 @@ class Outbox:
             for address, msg, reason in lost:
                 self.on_held_lost(address, msg, reason)
 
+    def _send_answers(self, address: str, msg: Any, frames: list[Any], block: bool) -> None:
+        """Sends a Reply or Replies (`answers`' send): calls held before go first; a dead
+        destination drops it, as `ProcessRuntime.reply` drops an answer to one."""
+        try:
+            self.held.release_first(block)
+            self._send_parts(address, [encode(msg), *frames], block)
+        except PeerGone:
+            pass
+
     def send_raw(self, address: str, parts: list[Any], block: bool = True) -> None:
-        """Sends already-encoded parts; see `send`. Calls held before are sent first."""
+        """Sends already-encoded parts; see `send`. Calls held before are sent first, and the
+        answers held for `address`."""
         self.held.release_first(block)
+        if self.answers.busy():
+            self.answers.release(address, block)
         self._send_parts(address, parts, block)
 
     def _send_parts(self, address: str, parts: list[Any], block: bool) -> None:

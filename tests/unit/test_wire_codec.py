@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monarch._wire._messages import (KINDS, VERSION, Batch, Call, Notice, ProcExited, ProcStarted,
-                                     Reply, Seqs, Telemetry, WireError, decode, encode)
+                                     Replies, Reply, Seqs, Telemetry, WireError, decode, encode)
 
 names = st.text(max_size=20)
 ints = st.integers(min_value=0, max_value=2**62)
@@ -21,12 +21,16 @@ ports = st.none() | st.tuples(names, ints)
 calls = st.builds(Call, names, names, names, names, views, ints, ints, runs, ports, traces, ints,
                   st.integers(0, 50))
 
+replies = st.builds(Reply, ints, st.integers(-1, 1000), st.integers(0, 2), ints,
+                    st.integers(0, 50))
+
 SAMPLES = {
     Call: calls,
     Batch: st.builds(Batch, st.lists(calls.map(lambda c: c._getter(c)), max_size=4).map(tuple),
                      st.integers(0, 50)),
-    Reply: st.builds(Reply, ints, st.integers(-1, 1000), st.integers(0, 2), ints,
-                     st.integers(0, 50)),
+    Reply: replies,
+    Replies: st.builds(Replies, st.lists(replies.map(lambda r: r._getter(r)), max_size=4)
+                       .map(tuple), st.integers(0, 50)),
     ProcStarted: st.builds(ProcStarted, names, ints, names, names),
     ProcExited: st.builds(ProcExited, names, ints, st.integers(-64, 255), names),
     Notice: st.builds(Notice, names, st.dictionaries(names, ints | names)),
