@@ -112,10 +112,16 @@ def test_replies_reach_their_sinks_and_malformed_ones_are_counted(tmp_path):
 
 
 class Slot:
-    """What `ProcessRuntime.answers_due` reads of an actor slot."""
+    """What `ProcessRuntime.hold_answer` reads of an actor slot."""
 
     def __init__(self) -> None:
         self.idle = True
+        self.taken = 0
+
+    def take(self, runtime: ProcessRuntime, busy: bool = True) -> None:
+        self.idle = not busy
+        self.taken += 1
+        runtime.took(self)
 
 
 def test_the_last_slot_about_to_answer_sends_what_was_held_when_it_takes_its_message(tmp_path):
@@ -129,15 +135,34 @@ def test_the_last_slot_about_to_answer_sends_what_was_held_when_it_takes_its_mes
         runtime.reply(("ipc://caller", 1), 0, OK)  # this thread is not the loop: held
         runtime.reply(("ipc://caller", 2), 0, OK)
         assert sent == []
-        a.idle = False
-        runtime.took(a)
+        a.take(runtime)
         assert sent == []  # b is still about to take its message
-        b.idle = False
-        runtime.took(b)  # before b's handler runs
+        b.take(runtime)  # before b's handler runs
         assert [type(msg) for msg in sent] == [Replies] and not runtime.imminent
         runtime.imminent.add(a)  # stale: a took its message and runs its handler
         runtime.reply(("ipc://caller", 3), 0, OK)
         assert type(sent[-1]) is Reply and sent[-1].port == 3
+    finally:
+        runtime.close()
+
+
+def test_held_answers_wait_for_one_message_of_each_slot_about_to_take_one(tmp_path):
+    """A burst of messages to idle actors keeps some slot about to take one at every take:
+    the answers wait only for the slots that were about to when the first was held."""
+    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "proc")
+    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/proc.sock")
+    try:
+        sent: list = []
+        runtime.outbox.answers._send = lambda address, msg, frames, block: sent.append(msg)
+        a, b, c = Slot(), Slot(), Slot()
+        runtime.imminent.update((a, b))
+        runtime.reply(("ipc://caller", 1), 0, OK)  # waits for a and b
+        a.take(runtime, busy=False)  # a took one and is idle again, with its next message
+        runtime.imminent.update((a, c))  # c was given one too
+        runtime.reply(("ipc://caller", 2), 0, OK)  # held with the first: for b alone
+        assert sent == []
+        b.take(runtime, busy=False)
+        assert len(sent) == 1 and len(sent[0].replies) == 2  # a and c still about to take one
     finally:
         runtime.close()
 

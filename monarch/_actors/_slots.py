@@ -505,6 +505,8 @@ class SyncSlot(ActorSlot):
         self.idle = False
         """This slot's thread waits for its next message (in `_next`, leading the loop or
         not): a message delivered now is taken at once (`ProcessRuntime.imminent`)."""
+        self.taken = 0
+        """Items its thread took off its queue (written by that thread only)."""
         self.thread = threading.Thread(target=self._run, name=f"actor-{self.instance.name}",
                                        daemon=True)
         self.thread.start()
@@ -595,6 +597,7 @@ class SyncSlot(ActorSlot):
             self.idle = True
             msg, frames = self._next()
             self.idle = False
+            self.taken += 1
             self.runtime.took(self)
             self._current = msg
             if msg is _CONTROL:

@@ -105,6 +105,9 @@ class ProcessRuntime:
         """Actor slots whose idle thread is about to take a message delivered to it (each
         slot adds itself when it is given one while `idle`, and drops out when its thread
         takes one): an answer given meanwhile is held for theirs (`_wire._answers`)."""
+        self.awaited: list[tuple[Any, int]] = []
+        """The slots the answers held now wait for, each with its `taken` count when the
+        first was held (`hold_answer`; read and written under the held answers' lock)."""
         self.idle_polls = 0
         """Polls that found every inbox empty (loop thread): a dead sender's last messages are
         read once one happened after its death was known."""
@@ -295,29 +298,40 @@ class ProcessRuntime:
             elif not self.imminent and not outbox.answers.busy():
                 outbox.send(address, reply, frames, block=block)
             else:
-                outbox.answers.answer(address, reply, list(frames), block, self.answers_due)
+                outbox.answers.answer(address, reply, list(frames), block, self.hold_answer)
         except PeerGone:
             pass
 
-    def answers_due(self) -> bool:
-        """True while some actor slot's idle thread is about to take a message: its answer
-        is due soon (`_wire._answers`). A slot whose thread took its message and went on is
-        no longer idle, wherever it is in `imminent`."""
-        for slot in tuple(self.imminent):  # one C call: other threads add and remove slots
-            if slot.idle:
+    def hold_answer(self) -> bool:
+        """Whether an answer given now waits (asked under the held answers' lock,
+        `_wire._answers`): the first one waits for the slots whose idle thread is about to
+        take a message right now (`awaited`), the ones held after it for the same slots. So
+        the wait is bounded: a stream of messages to idle actors (a burst of broadcasts)
+        keeps some slot about to take one at every take, but each awaited slot takes one
+        message, promptly, and then is no longer waited for."""
+        if self.outbox.answers.by_address:
+            return self.awaited_due()
+        # one C call (`tuple`): other threads add and remove slots meanwhile
+        self.awaited = [(slot, slot.taken) for slot in tuple(self.imminent) if slot.idle]
+        return bool(self.awaited)
+
+    def awaited_due(self) -> bool:
+        """True while some slot the held answers wait for has not taken its message."""
+        for slot, taken in self.awaited:
+            if slot.idle and slot.taken == taken:
                 return True
         return False
 
     def took(self, slot: Any) -> None:
-        """An actor slot's thread took a message off its queue: it is not about to any more;
-        if no other is, the answers held for them leave now, before its handler runs."""
-        imminent = self.imminent
-        imminent.discard(slot)
+        """An actor slot's thread took a message off its queue (its `taken` counted first):
+        it is not about to any more; if no slot the held answers wait for is, they leave
+        now, before its handler runs."""
+        self.imminent.discard(slot)
         answers = self.outbox.answers
         # Read without the lock: a thread deciding to hold right now has the lock taken, and
-        # one that has not yet decided sees this slot no longer idle (`answers_due`).
-        if answers.busy():
-            answers.release_unless(self.answers_due)
+        # one that has not yet decided sees this slot no longer idle (`hold_answer`).
+        if answers.by_address or answers.lock.locked():  # `busy()`, on every message taken
+            answers.release_unless(self.awaited_due)
 
     def notify_first(self, address: str, topic: str, body: Any) -> None:
         """`notify`, but a notice to this process itself is handled on the loop without the

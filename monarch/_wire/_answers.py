@@ -6,12 +6,13 @@ A call to every actor of a mesh reaches each proc's actors (16 a proc at 1,024 a
 envelope, its sendmsg (which hands the GIL to another thread), and at the caller a read, a
 decode and a dispatch each. `ProcessRuntime.reply` holds an answer while another actor of the
 process has a message that its idle thread is about to take (it will answer soon too: the
-runtime's `imminent` slots); what is held leaves as one `Replies` per destination with the
-first of:
+runtime's `imminent` slots; the first answer held waits for those about to take one then, each
+for one message, the answers held after it for the same: `ProcessRuntime.hold_answer`); what is
+held leaves as one `Replies` per destination with the first of:
 
 - an answer given while no such actor is left: it leaves with the held ones (`answer`);
-- the last such actor taking its message, before its handler runs (`ProcessRuntime.took`), so
-  a long handler never holds back the answers given before it;
+- the last awaited actor taking its message, before its handler runs (`ProcessRuntime.took`),
+  so a long handler never holds back the answers given before it;
 - any other message the process sends to that destination (`Outbox.send_raw`: nothing a
   thread sends overtakes its held answers), the loop's next poll, the runtime's close;
 - `MAX_HELD` answers held for one destination.
