@@ -181,21 +181,28 @@ class Tallies:
 
     def add_spans(self, site_ids: tuple[int, ...], starts: tuple[int, ...],
                   ends: tuple[int, ...], values: tuple[Any, ...]) -> None:
-        """Tallies drained site spans (columns), per invocation site."""
+        """Tallies drained site spans (columns), per invocation site. Several sites: the spans
+        are ordered by site once (in C) and each site's run is cut from that order (a busy proc
+        of 16 actors drains ~16 sites at once: picking each site's spans from all of them was
+        O(spans x sites))."""
         durations = list(map(operator.sub, ends, starts))
         distinct = dict.fromkeys(site_ids)
+        if len(distinct) == 1:
+            (site_id,) = distinct
+            self._add_run(site_id, durations, ends, values)
+            return
+        order = sorted(range(len(site_ids)), key=site_ids.__getitem__)
+        ordered = operator.itemgetter(*order)(site_ids)  # two or more: a tuple
         for site_id in distinct:
-            if _by_id[site_id].counted is None:
-                continue
-            if len(distinct) == 1:
-                mine, mine_ends, mine_values = durations, ends, values
-            else:
-                chosen = list(map(site_id.__eq__, site_ids))
-                mine = list(itertools.compress(durations, chosen))
-                mine_ends = tuple(itertools.compress(ends, chosen))
-                mine_values = tuple(itertools.compress(values, chosen))
-            self._merge(site_id, len(mine), sum(mine), total_bytes(mine_values),
-                        latency_buckets(mine, _BOUNDS_NS), max(mine_ends))
+            run = order[bisect.bisect_left(ordered, site_id):bisect.bisect_right(ordered, site_id)]
+            pick = operator.itemgetter(*run) if len(run) > 1 else lambda c, i=run[0]: (c[i],)
+            self._add_run(site_id, list(pick(durations)), pick(ends), pick(values))
+
+    def _add_run(self, site_id: int, durations: list[int], ends: Any, values: Any) -> None:
+        if _by_id[site_id].counted is None:
+            return
+        self._merge(site_id, len(durations), sum(durations), total_bytes(values),
+                    latency_buckets(durations, _BOUNDS_NS), max(ends))
 
     def _merge(self, site_id: int, count: int, total_ns: int, nbytes: int,
                buckets: list[int], newest: int) -> None:
