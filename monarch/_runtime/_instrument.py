@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable
 
 from .. import telemetry
+from ..telemetry._actors import COLUMNS_FROM
 from .._wire._messages import Notice, Telemetry
 from .._wire._switch import switch
 from .._wire._transport import PeerGone
@@ -288,11 +289,14 @@ def actor_sampler(runtime: Any, recorder: Any,
     return sample
 
 
-EARLY_ENTRIES = 8
+EARLY_ENTRIES = COLUMNS_FROM
 """New flight-recorder entries that have an actor's records taken at a look between two full
-samples: an actor that busy takes as many at each look as before (its recorder keeps 64,
-`_actors._slots.RECENT`, and loses the oldest past that); one among a thousand, with one or two
-a look, ships them with the bulk."""
+samples (16): an actor that busy takes as many at each look as before (its recorder keeps 64,
+`_actors._slots.RECENT`, and loses the oldest past that: one handling more than ~490 messages a
+second between looks 0.1 s apart; 8 kept up to ~570), and they travel as columns, which the
+controller reads in half the time of rows (a burst of broadcasts to 1,024 actors shipped groups
+of 8 to 15 entries as rows); one among a thousand, with one or two a look, ships them with the
+bulk."""
 
 
 def actor_status(slot: Any, source: str, events: tuple = ()) -> telemetry.ActorStatus:
