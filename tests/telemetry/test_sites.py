@@ -9,6 +9,7 @@ from monarch.telemetry import (
     MetricPoint,
     Recorder,
     SpanRecord,
+    SpanSite,
     Store,
     _sites,
     begin_call,
@@ -308,3 +309,28 @@ def test_spans_table_of_many_batches_matches_their_records(recorder: Recorder, d
     assert table["bytes_in"].null_count == calls > 0  # spans without a bytes_in
     assert table["parent_span_id"].null_count == calls  # the calls and the user span: roots
     assert sorted(set(table["outcome"].to_pylist())) == ["cancelled", "error", "ok"]
+
+
+def test_a_pass_works_out_each_distinct_sites_columns_once(recorder: Recorder, drain,
+                                                           monkeypatch) -> None:
+    """Every batch of a proc brings its sites again: a pass over many batches makes the site
+    columns (the attributes' JSON) once per distinct site, and a site whose attributes do not
+    hash still gets its own."""
+    from monarch.telemetry import _tables as tables
+
+    store = Store()
+    odd = SpanSite("odd", {"labels": ["a", "b"]})  # a list: not hashable
+    for _ in range(6):
+        for rank in range(2):
+            end_invocation(begin_invocation(invocation_site("mesh", "Trainer", rank, "step"),
+                                            None, 10), "ok")
+        start_site_span(odd).end()
+        store.ingest(encode_batch(drain(recorder)))
+    made: list = []
+    real = tables._json
+    monkeypatch.setattr(tables, "_json", lambda value: made.append(value) or real(value))
+    table = tables.spans(store.span_chunks())
+    assert table.num_rows == 18
+    assert len([a for a in made if "labels" not in a]) == 2  # the two ranks' sites
+    assert len([a for a in made if "labels" in a]) == 6  # one per batch: unhashable
+    assert sorted(set(table["rank"].to_pylist()), key=str) == [0, 1, None]
