@@ -194,14 +194,12 @@ def set_root(ctx: Context | None) -> None:
         _root = ctx
 
 
-def enter(ctx: Context) -> contextvars.Token:
-    """Makes `ctx` current in this thread/task; returns the token for `leave`."""
-    return _current.set(ctx)
+enter: Callable[[Context], contextvars.Token] = _current.set
+"""Makes a context current in this thread/task; returns the token for `leave` (the context
+variable's own method: twice a message on an actor's thread, no Python frame of ours)."""
 
-
-def leave(token: contextvars.Token) -> None:
-    """Restores the context that `enter` replaced."""
-    _current.reset(token)
+leave: Callable[[contextvars.Token], None] = _current.reset
+"""Restores the context that `enter` replaced."""
 
 
 def current_rank() -> Point:

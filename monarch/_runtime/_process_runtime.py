@@ -685,7 +685,9 @@ class ProcessRuntime:
                 self._untabled.setdefault(msg.procs, []).append((msg, frames))
                 return
             self.forwarder.forward(msg, frames)
-        self.reorder.push((msg.sender, msg.mesh), Seqs.at(msg.seqs, 0), (msg, frames))
+        first = msg.seqs[0]  # the number of index `lo` (`Seqs.at(seqs, 0)`, inline)
+        self.reorder.push((msg.sender, msg.mesh), first[0] if first[1] > 0 else
+                          Seqs.at(msg.seqs, 0), (msg, frames))
 
     def learn_table(self, procs: str, addresses: Sequence[str]) -> None:
         """Records a proc mesh's address table; releases calls that waited for it. I/O thread."""
