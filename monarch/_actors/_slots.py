@@ -93,6 +93,10 @@ class ActorSlot:
             sender=f"{header.mesh}[{self.rank.rank}]",
             proc_mesh=proc_mesh, slot=self, label=self.label())
         self.endpoints: dict[str, Any] = {}
+        self.answering: frozenset[str] = frozenset()
+        """The endpoints that answer through an explicit response port (read per message)."""
+        self._contexts: dict[tuple[Any, int], Context] = {}
+        """The context of a message, by (view, index): the same for every call of a cast."""
         self.done = threading.Event()
         """Set once the actor has stopped or failed."""
         self.thread: threading.Thread | None = None
@@ -187,6 +191,8 @@ class ActorSlot:
             cls, args, kwargs = _serial.loads(frames[0].buffer, [f.buffer for f in frames[1:]])
             self._spec_frames = []
             self.endpoints = {name: prop for name, prop in endpoint_table(cls)[0].items()}
+            self.answering = frozenset(name for name, prop in self.endpoints.items()
+                                       if prop._explicit_response_port)
             self.plain = set(endpoint_table(cls)[1])
             self.obj = cls.__new__(cls)
             token = enter(Context(self.instance, self._view, self.index))
@@ -239,7 +245,21 @@ class ActorSlot:
         if prop is not None and prop._explicit_response_port:
             port = msg.port
             args = (Port(port[0], port[1], msg.lo) if port else _NullPort(), *args)
-        return fn, args, kwargs, Context(self.instance, msg.view, msg.lo, self.runtime.view)
+        try:
+            ctx = self._contexts.get((msg.view, msg.lo))
+        except TypeError:  # a view that does not hash (a malformed call): its own context
+            return fn, args, kwargs, Context(self.instance, msg.view, msg.lo, self.runtime.view)
+        return fn, args, kwargs, ctx if ctx is not None else self._context(msg.view, msg.lo)
+
+    def _context(self, view: Any, index: int) -> Context:
+        """The context of messages to `index` of `view`, made once (`prepare` looks it up
+        first): a Context is the same for every call of one cast shape, and only works out
+        its point, once, when asked."""
+        contexts = self._contexts
+        if len(contexts) >= 256:
+            contexts.clear()
+        ctx = contexts[(view, index)] = Context(self.instance, view, index, self.runtime.view)
+        return ctx
 
     def begin(self, msg: Call, frames: list[Any], ctx: Context) -> tuple[Any, Any, float]:
         """Enters the message's context and opens its invocation span."""
@@ -298,13 +318,12 @@ class ActorSlot:
         return site
 
     def explicit(self, msg: Call) -> bool:
-        prop = self.endpoints.get(msg.method)
-        return prop is not None and prop._explicit_response_port
+        return msg.method in self.answering
 
     def answer(self, msg: Call, result: Any) -> None:
         """Sends the handler's result to the caller (if it waits for one)."""
         self.handled += 1
-        if msg.port is None or self.explicit(msg):
+        if msg.port is None or msg.method in self.answering:  # `explicit`, inline
             return
         if result is None:
             self.runtime.reply(msg.port, msg.lo, OK)

@@ -293,7 +293,7 @@ class ProcessRuntime:
         reply = Reply(port_id, index, status, _clock.now(), len(frames))
         outbox = self.outbox
         try:
-            if self.on_io_thread():
+            if threading.get_ident() == self.leadership.leader_ident:  # `on_io_thread`, inline
                 outbox.send(address, reply, frames, block=False)
             elif not self.imminent and not outbox.answers.busy():
                 outbox.send(address, reply, frames, block=block)
