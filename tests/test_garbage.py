@@ -88,6 +88,29 @@ def test_garbage_and_unknown_peers_on_a_proc_inbox(procs):
         ctx.destroy(linger=0)
 
 
+def test_a_call_whose_view_does_not_hash_runs_and_leaves_the_actor_alive(procs):
+    """An actor's thread keeps a message's context per (view, index); a view holding a map
+    (msgpack decodes it as a dict, which does not hash) gets a context of its own, and the
+    actor answers it and lives on."""
+    adders = procs.spawn("garbage_views", Adder)
+    assert adders.add.call(1, 2).get().get(0) == 3
+    address = procs._table[procs._ranks[0]]
+    ctx = zmq.Context()
+    try:
+        insider = push(ctx, address, current_process().secret)
+        view = (*procs._view.to_wire()[:-1], {"not": "hashable"})
+        port, receiver = Channel.open()
+        odd = Call("odd", adders._mesh_id, "add", procs._procs, view, 0, 1, ((0, 1),),
+                   (port._address, port._port_id), None, 0, 1)
+        from monarch._wire import _serial
+
+        insider.send_multipart([encode(odd), _serial.dumps(((20, 22), {}))[0]])
+        assert receiver.recv().get(timeout=20) == 42
+        assert adders.add.call(2, 3).get().get(0) == 5
+    finally:
+        ctx.destroy(linger=0)
+
+
 def test_garbage_on_the_controller_inbox(procs):
     from monarch._runtime import _process_runtime as _process
 
