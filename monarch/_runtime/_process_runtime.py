@@ -31,8 +31,7 @@ from ._leader import BATON, DONE, PARK_CHECK_S, Leadership
 from ._ordering import Numbering, Reorder
 from ._ports import Sink
 from .._geometry._view import View
-from .._wire._messages import (CALL_FIELDS, REPLY_FIELDS, Batch, Call, Notice, Reply, Replies,
-                               Seqs)
+from .._wire._messages import Batch, Call, Notice, Reply, Replies, Seqs
 from .._wire import _signals
 from .._wire._transport import Inbox, Outbox, PeerGone
 
@@ -665,17 +664,24 @@ class ProcessRuntime:
             self._handlers = None
 
     def _on_batch(self, msg: Batch, frames: list[Any]) -> None:
-        offset = 0
-        for fields in msg.calls:
-            if type(fields) is not tuple or len(fields) != CALL_FIELDS:
+        self._each(msg.calls, Call, frames, self._on_call)
+
+    def _each(self, entries: Any, kind: Any, frames: list[Any],
+              handle: Callable[[Any, list[Any]], None]) -> None:
+        """Handles each message of a Batch or a Replies: each entry the fields of a `kind`
+        message, their frames after the envelope in order. A malformed entry drops the rest,
+        counted as a bad frame."""
+        offset, nfields = 0, kind._nfields
+        for fields in entries:
+            if type(fields) is not tuple or len(fields) != nfields:
                 self.inbox.stats.bad_frames += 1
                 return
-            call = Call(*fields)
-            count = call.nframes
+            msg = kind(*fields)
+            count = msg.nframes
             if type(count) is not int or count < 0 or offset + count > len(frames):
                 self.inbox.stats.bad_frames += 1
                 return
-            self._on_call(call, frames[offset:offset + count])
+            handle(msg, frames[offset:offset + count])
             offset += count
 
     def _on_call(self, msg: Call, frames: list[Any]) -> None:
@@ -733,18 +739,7 @@ class ProcessRuntime:
             self.ports.pop(msg.port, None)
 
     def _on_replies(self, msg: Replies, frames: list[Any]) -> None:
-        offset = 0
-        for fields in msg.replies:
-            if type(fields) is not tuple or len(fields) != REPLY_FIELDS:
-                self.inbox.stats.bad_frames += 1
-                return
-            reply = Reply(*fields)
-            count = reply.nframes
-            if type(count) is not int or count < 0 or offset + count > len(frames):
-                self.inbox.stats.bad_frames += 1
-                return
-            self._on_reply(reply, frames[offset:offset + count])
-            offset += count
+        self._each(msg.replies, Reply, frames, self._on_reply)
 
     def _on_notice(self, msg: Notice) -> None:
         handler = self.notice_handlers.get(msg.topic)

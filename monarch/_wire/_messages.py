@@ -188,31 +188,27 @@ class Replies(Message):
     nframes: int
 
 
-CALL_FIELDS = 12
-"""Number of fields of a Call (for validating the entries of a Batch)."""
-
-REPLY_FIELDS = 5
-"""Number of fields of a Reply (for validating the entries of a Replies)."""
-
 
 def call_or_batch(calls: list[tuple[Call, list[Any]]]) -> tuple[Any, list[Any]]:
     """The message that carries `calls` ((Call, frames) each, in order) to one destination,
     and its frames: the Call itself for one, else one Batch."""
-    if len(calls) == 1:
-        return calls[0]
-    frames = [frame for _, fs in calls for frame in fs]
-    fields = Call._getter
-    return Batch(tuple(fields(call) for call, _ in calls), len(frames)), frames
+    return _one_or_many(calls, Batch)
 
 
 def reply_or_replies(replies: list[tuple[Reply, list[Any]]]) -> tuple[Any, list[Any]]:
     """The message that carries `replies` ((Reply, frames) each, in order) to one
     destination, and its frames: the Reply itself for one, else one Replies."""
-    if len(replies) == 1:
-        return replies[0]
-    frames = [frame for _, fs in replies for frame in fs]
-    fields = Reply._getter
-    return Replies(tuple(fields(reply) for reply, _ in replies), len(frames)), frames
+    return _one_or_many(replies, Replies)
+
+
+def _one_or_many(items: list[tuple[Any, list[Any]]], many: type[Any]) -> tuple[Any, list[Any]]:
+    """`items` (messages of one kind with their frames) as one message: the message itself
+    for one, else a `many` (Batch, Replies) of their fields, their frames after it in order."""
+    if len(items) == 1:
+        return items[0]
+    frames = [frame for _, fs in items for frame in fs]
+    fields = type(items[0][0])._getter
+    return many(tuple(fields(msg) for msg, _ in items), len(frames)), frames
 
 
 class Seqs:
