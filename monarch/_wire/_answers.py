@@ -29,7 +29,7 @@ import threading
 from typing import Any, Callable
 
 from ._messages import Reply, reply_or_replies
-from ._signals import DEFERRED
+from ._signals import holding
 
 MAX_HELD = 64
 """Answers held for one destination before they leave without waiting for more."""
@@ -89,17 +89,7 @@ class HeldAnswers:
         """Sends what is held for `address` (every destination for None). `block=False` is the
         loop's: it never waits for the lock (the thread holding it sends them); `block=True`
         waits for it, so what this thread sends next cannot overtake them."""
-        if block:  # `with`: a signal's exception cannot land between taking and trying
-            with self.lock:
-                self._release(address)
-            return
-        with DEFERRED:  # the main thread's KeyboardInterrupt waits past the acquire's `try`
-            if not self.lock.acquire(blocking=False):
-                return
-            try:
-                self._release(address)
-            finally:
-                self.lock.release()
+        holding(self.lock, block, lambda: self._release(address))
 
     def release_unless(self, busy: Callable[[], bool]) -> None:
         """Sends everything held unless `busy()` (asked under the lock, as `answer` asks)."""

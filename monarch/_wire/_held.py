@@ -30,7 +30,7 @@ import time
 from typing import Any, Callable
 
 from ._messages import Call, call_or_batch
-from ._signals import DEFERRED
+from ._signals import holding
 
 MAX_HELD = 64
 """Calls held for one destination before they are sent without waiting for more."""
@@ -88,17 +88,8 @@ class HeldCalls:
     def release(self, block: bool) -> None:
         """Sends every held call: one `Call`, or one `Batch` per destination. `block=False` is
         the loop's: it never waits (another thread releasing sends them)."""
-        if block:  # `with`: a signal's exception cannot land between taking and trying
-            with self.lock:
-                self._send_held(block)
-        else:
-            with DEFERRED:  # the main thread's KeyboardInterrupt waits past the acquire's `try`
-                if not self.lock.acquire(blocking=False):
-                    return
-                try:
-                    self._send_held(block)
-                finally:
-                    self.lock.release()
+        if not holding(self.lock, block, lambda: self._send_held(block)):
+            return
         if self._after is not None:
             self._after()
 

@@ -136,3 +136,22 @@ class _Deferred:
 
 
 DEFERRED = _Deferred()
+
+
+def holding(lock: threading.Lock, block: bool, fn: Callable[[], None]) -> bool:
+    """Runs `fn()` holding `lock`: waiting for it (`block`), or only if it is free (the loop's
+    way: it never waits; the thread holding it does the work). False when `fn` did not run.
+    No KeyboardInterrupt of the main thread lands between taking the lock and trying: `with`
+    when waiting, `DEFERRED` around the acquire when not."""
+    if block:
+        with lock:
+            fn()
+        return True
+    with DEFERRED:
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            fn()
+        finally:
+            lock.release()
+    return True
