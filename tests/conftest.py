@@ -219,6 +219,19 @@ class FaultLog:
         return found
 
 
+@pytest.fixture
+def bare_runtime(tmp_path: Any) -> Iterator[Any]:
+    """A process runtime of this process in `tmp_path`, never started (no job, no thread):
+    its parts (ports, sinks, held messages, the handling of what a peer sent) alone."""
+    from monarch._runtime._identity import ProcessIdentity
+    from monarch._runtime._process_runtime import ProcessRuntime
+
+    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
+    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
+    yield runtime
+    runtime.close()
+
+
 @pytest.fixture(scope="session")
 def fault_log() -> Iterator[FaultLog]:
     """Replaces the root's unhandled fault hook for the session."""

@@ -14,7 +14,6 @@ import threading
 import pytest
 
 from monarch._runtime._future import Future
-from monarch._runtime._identity import ProcessIdentity
 from monarch._runtime._ports import CallInfo, CallSink
 from monarch._runtime._process_runtime import ProcessRuntime, current
 from monarch._wire._answers import MAX_HELD, SMALL, HeldAnswers
@@ -94,21 +93,17 @@ def test_release_unless_busy_and_the_loop_never_waits_for_the_lock():
     assert len(sent) == 1 and not answers.by_address
 
 
-def test_replies_reach_their_sinks_and_malformed_ones_are_counted(tmp_path):
-    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
-    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
-    try:
-        future: Future = Future._pending()
-        sink = CallSink(future, ["ipc://a", "ipc://b"], CallInfo("mesh", "noop", str), list)
-        port = runtime.new_port(sink)
-        bad = runtime.inbox.stats.bad_frames
-        runtime._handle(Replies((("garbage",), (port, 0, OK, 0, 0)), 0), [])
-        runtime._handle(Replies(((port, 0, OK, 0, 5),), 1), [b""])  # more frames than sent
-        assert runtime.inbox.stats.bad_frames == bad + 2 and not future.done()
-        runtime._handle(Replies(((port, 1, OK, 0, 0), (port, 0, OK, 0, 0)), 0), [])
-        assert future.result(timeout=10) == [None, None] and port not in runtime.ports
-    finally:
-        runtime.close()
+def test_replies_reach_their_sinks_and_malformed_ones_are_counted(bare_runtime):
+    runtime = bare_runtime
+    future: Future = Future._pending()
+    sink = CallSink(future, ["ipc://a", "ipc://b"], CallInfo("mesh", "noop", str), list)
+    port = runtime.new_port(sink)
+    bad = runtime.inbox.stats.bad_frames
+    runtime._handle(Replies((("garbage",), (port, 0, OK, 0, 0)), 0), [])
+    runtime._handle(Replies(((port, 0, OK, 0, 5),), 1), [b""])  # more frames than sent
+    assert runtime.inbox.stats.bad_frames == bad + 2 and not future.done()
+    runtime._handle(Replies(((port, 1, OK, 0, 0), (port, 0, OK, 0, 0)), 0), [])
+    assert future.result(timeout=10) == [None, None] and port not in runtime.ports
 
 
 class Slot:
@@ -124,47 +119,40 @@ class Slot:
         runtime.took(self)
 
 
-def test_the_last_slot_about_to_answer_sends_what_was_held_when_it_takes_its_message(tmp_path):
-    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "proc")
-    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/proc.sock")
-    try:
-        sent: list = []
-        runtime.outbox.answers._send = lambda address, msg, frames, block: sent.append(msg)
-        a, b = Slot(), Slot()
-        runtime.imminent.update((a, b))  # both were given a message while idle
-        runtime.reply(("ipc://caller", 1), 0, OK)  # this thread is not the loop: held
-        runtime.reply(("ipc://caller", 2), 0, OK)
-        assert sent == []
-        a.take(runtime)
-        assert sent == []  # b is still about to take its message
-        b.take(runtime)  # before b's handler runs
-        assert [type(msg) for msg in sent] == [Replies] and not runtime.imminent
-        runtime.imminent.add(a)  # stale: a took its message and runs its handler
-        runtime.reply(("ipc://caller", 3), 0, OK)
-        assert type(sent[-1]) is Reply and sent[-1].port == 3
-    finally:
-        runtime.close()
+def test_the_last_slot_about_to_answer_sends_the_held_ones_as_it_takes_its_message(
+        bare_runtime):
+    runtime = bare_runtime
+    sent: list = []
+    runtime.outbox.answers._send = lambda address, msg, frames, block: sent.append(msg)
+    a, b = Slot(), Slot()
+    runtime.imminent.update((a, b))  # both were given a message while idle
+    runtime.reply(("ipc://caller", 1), 0, OK)  # this thread is not the loop: held
+    runtime.reply(("ipc://caller", 2), 0, OK)
+    assert sent == []
+    a.take(runtime)
+    assert sent == []  # b is still about to take its message
+    b.take(runtime)  # before b's handler runs
+    assert [type(msg) for msg in sent] == [Replies] and not runtime.imminent
+    runtime.imminent.add(a)  # stale: a took its message and runs its handler
+    runtime.reply(("ipc://caller", 3), 0, OK)
+    assert type(sent[-1]) is Reply and sent[-1].port == 3
 
 
-def test_held_answers_wait_for_one_message_of_each_slot_about_to_take_one(tmp_path):
+def test_held_answers_wait_for_one_message_of_each_slot_about_to_take_one(bare_runtime):
     """A burst of messages to idle actors keeps some slot about to take one at every take:
     the answers wait only for the slots that were about to when the first was held."""
-    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "proc")
-    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/proc.sock")
-    try:
-        sent: list = []
-        runtime.outbox.answers._send = lambda address, msg, frames, block: sent.append(msg)
-        a, b, c = Slot(), Slot(), Slot()
-        runtime.imminent.update((a, b))
-        runtime.reply(("ipc://caller", 1), 0, OK)  # waits for a and b
-        a.take(runtime, busy=False)  # a took one and is idle again, with its next message
-        runtime.imminent.update((a, c))  # c was given one too
-        runtime.reply(("ipc://caller", 2), 0, OK)  # held with the first: for b alone
-        assert sent == []
-        b.take(runtime, busy=False)
-        assert len(sent) == 1 and len(sent[0].replies) == 2  # a and c still about to take one
-    finally:
-        runtime.close()
+    runtime = bare_runtime
+    sent: list = []
+    runtime.outbox.answers._send = lambda address, msg, frames, block: sent.append(msg)
+    a, b, c = Slot(), Slot(), Slot()
+    runtime.imminent.update((a, b))
+    runtime.reply(("ipc://caller", 1), 0, OK)  # waits for a and b
+    a.take(runtime, busy=False)  # a took one and is idle again, with its next message
+    runtime.imminent.update((a, c))  # c was given one too
+    runtime.reply(("ipc://caller", 2), 0, OK)  # held with the first: for b alone
+    assert sent == []
+    b.take(runtime, busy=False)
+    assert len(sent) == 1 and len(sent[0].replies) == 2  # a and c still about to take one
 
 
 # -- in the session's job -------------------------------------------------------------------

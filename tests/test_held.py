@@ -12,9 +12,7 @@ import pytest
 from waiting import wait_until
 
 from monarch._runtime._future import Future
-from monarch._runtime._identity import ProcessIdentity
 from monarch._runtime._ports import CallInfo, CallSink
-from monarch._runtime._process_runtime import ProcessRuntime
 from monarch._wire._held import MAX_HELD, HeldCalls
 from monarch._wire._messages import Batch, Call
 from monarch.actor import Actor, endpoint, this_proc
@@ -63,20 +61,16 @@ def test_the_loop_never_waits_for_another_threads_release():
     assert len(sent) == 1
 
 
-def test_held_calls_that_cannot_leave_answer_their_callers(tmp_path):
-    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
-    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
-    try:
-        future: Future = Future._pending()
-        sink = CallSink(future, ["ipc://gone", "ipc://other"], CallInfo("mesh", "noop", str), list)
-        port = runtime.new_port(sink)
-        lost = Batch((Call._getter(fields(1, (runtime.address, port))),
-                      Call._getter(fields(2, None))), 2)
-        runtime.outbox.on_held_lost("ipc://gone", lost, "not taken within 30 s")
-        assert port not in runtime.ports
-        assert "not taken within 30 s" in str(future.exception(timeout=10))
-    finally:
-        runtime.close()
+def test_held_calls_that_cannot_leave_answer_their_callers(bare_runtime):
+    runtime = bare_runtime
+    future: Future = Future._pending()
+    sink = CallSink(future, ["ipc://gone", "ipc://other"], CallInfo("mesh", "noop", str), list)
+    port = runtime.new_port(sink)
+    lost = Batch((Call._getter(fields(1, (runtime.address, port))),
+                  Call._getter(fields(2, None))), 2)
+    runtime.outbox.on_held_lost("ipc://gone", lost, "not taken within 30 s")
+    assert port not in runtime.ports
+    assert "not taken within 30 s" in str(future.exception(timeout=10))
 
 
 def test_calls_that_cannot_leave_are_reported_once_the_lock_is_free():

@@ -10,7 +10,6 @@ import pytest
 
 from monarch._runtime import _clock, _gather
 from monarch._runtime._future import Future
-from monarch._runtime._identity import ProcessIdentity
 from monarch._runtime._ports import CallInfo, CallSink, OneSink
 from monarch._runtime._process_runtime import ProcessRuntime
 from monarch._wire._messages import OK, Reply
@@ -45,11 +44,8 @@ def test_the_real_host_load_reads(tmp_path):
 
 
 @pytest.fixture
-def runtime(tmp_path):
-    identity = ProcessIdentity("job", os.urandom(32), tmp_path, "controller")
-    runtime = ProcessRuntime(identity, f"ipc://{tmp_path}/ctl.sock")
-    yield runtime
-    runtime.close()
+def runtime(bare_runtime):
+    return bare_runtime
 
 
 def call_sink(runtime: ProcessRuntime, n: int) -> tuple[Future, CallSink, int]:
