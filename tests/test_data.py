@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 
 from monarch.actor import Actor, ActorError, endpoint
 from monarch._runtime._errors import UnpicklableError
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,3 +71,45 @@ def test_unpicklable_arguments_and_results(procs):
         mesh.slice(gpus=0).bad_result.call_one().get()
     assert "could not pickle the result of bad_result" in str(info.value)
     assert mesh.slice(gpus=0).make.call_one(256).get() == bytes(range(256))
+
+
+_taken: dict[str, Any] = {}  # in a proc: weak references to what its Holders were given
+
+
+class Holder(Actor):
+    @endpoint
+    def take(self, array: np.ndarray, name: str) -> int:
+        import weakref
+
+        _taken[name] = weakref.ref(array)
+        return int(array.size)
+
+
+class Looker(Actor):
+    @endpoint
+    def alive(self, name: str) -> bool:
+        return _taken[name]() is not None
+
+
+@pytest.mark.parametrize("kind", [Holder, "async"])
+def test_an_idle_actor_lets_go_of_its_last_arguments(procs, kind):
+    """An actor waiting for its next message keeps nothing of the last one: a big argument is
+    freed once its handler returned, not when the next message comes (an idle actor held its
+    last 64 MiB, and the next big message faulted in fresh memory of its own)."""
+    one = procs.slice(gpus=3)
+    holder = one.spawn(f"holder_{kind if isinstance(kind, str) else 'sync'}",
+                       AsyncHolder if kind == "async" else Holder)
+    looker = one.spawn(f"looker_{kind if isinstance(kind, str) else 'sync'}", Looker)
+    name = f"big-{kind}"
+    assert holder.take.call_one(np.ones(1 << 18), name).get() == 1 << 18
+    wait_until(lambda: not looker.alive.call_one(name).get(),
+               "the holder's last argument to be freed while it waits")
+
+
+class AsyncHolder(Actor):
+    @endpoint
+    async def take(self, array: np.ndarray, name: str) -> int:
+        import weakref
+
+        _taken[name] = weakref.ref(array)
+        return int(array.size)

@@ -142,6 +142,31 @@ def test_messages_go_by_the_lane_in_order_big_frames_whole(ctx, lanes, tmp_path,
     assert not os.path.exists(f"{tmp_path}/a.lane")
 
 
+@pytest.mark.parametrize("size", [3 << 20, 200_000])  # read into its own buffer / whole
+def test_a_bytes_payload_a_lane_brings_is_the_bytes_it_read_into(ctx, lanes, tmp_path, size):
+    from monarch._wire import _serial
+
+    secret = os.urandom(32)
+    inbox = Inbox(ctx, secret, f"ipc://{tmp_path}/a.sock")
+    outbox = Outbox(ctx, secret)
+    try:
+        payload = os.urandom(size)
+        data, buffers = _serial.dumps(payload)
+        got: list = []
+        reader = threading.Thread(target=lambda: got.extend(pump_until(inbox, 1)))
+        reader.start()  # a blocking send of a big message waits until it has been read
+        outbox.send(inbox.address, Call("s", "m", "f", "p", (), 0, 1, ((1, 1),), None, None,
+                                        0, 2), [data, *buffers])
+        reader.join(timeout=30)
+        assert kinds(outbox, inbox.address) == "lane"
+        frames = got[0][1]
+        value = _serial.loads(frames[0].buffer, [f.buffer for f in frames[1:]])
+        assert value == payload and value is frames[1].owner  # no copy after the read
+    finally:
+        outbox.close(0)
+        inbox.close()
+
+
 def test_messages_to_a_peer_not_listening_yet_wait_then_go_by_its_lane(ctx, lanes, tmp_path):
     secret = os.urandom(32)
     address = f"ipc://{tmp_path}/late.sock"

@@ -613,6 +613,10 @@ class SyncSlot(ActorSlot):
                 return
             if self._control:
                 self._supervise_now()
+            # what the last message held (its frames, arguments, result) goes before the wait
+            # for the next, not when the next comes: an idle actor kept its last 64 MiB
+            # argument, and the next big message had to fault in fresh memory of its own
+            msg = frames = prepared = fn = args = kwargs = begun = result = None
             self.idle = True
             msg, frames = self._next()
             self.idle = False
@@ -790,6 +794,7 @@ class AsyncSlot(ActorSlot):
         pending = self._pending
         assert self._wakeup is not None
         while True:
+            msg = frames = prepared = None  # let go of the last message first (`SyncSlot`)
             while not pending and self.state != FAILED_STATE:
                 self._wakeup.clear()
                 await self._wakeup.wait()

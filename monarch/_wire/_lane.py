@@ -29,6 +29,7 @@ from typing import Any
 
 import zmq
 
+from . import _received
 from ._switch import switch
 
 MAGIC = b"MONARCH-LANE-1\0\0"
@@ -39,7 +40,13 @@ MAX_PART = 1 << 40
 """A part longer than this (1 TiB) is garbage: the connection is dropped."""
 
 BIG = 1 << 20
-"""A part at least this long is read straight into a buffer of its own (one copy)."""
+"""A part at least this long is read straight into a buffer of its own, the memory of a `bytes`
+object (`_received`): the read is its one copy."""
+
+WHOLE = 1 << 16
+"""A shorter part that arrives whole is a `bytes` object of its own too (the copy out of the
+read's chunk), which a `bytes` payload is handed as it is (`_received.wrap`); below this, the
+frame copies it (what a small part costs least as)."""
 
 CHUNK = 1 << 16
 """How much one read takes at most when no big part is being filled."""
@@ -151,7 +158,7 @@ class Connection:
         self._pos = 0
         self._lengths: list[int] | None = None
         self._parts: list[Any] = []
-        self._big: bytearray | None = None
+        self._big: zmq.Frame | None = None  # the big part being filled, and its view
         self._big_view: memoryview | None = None
         self._filled = 0
 
@@ -171,9 +178,9 @@ class Connection:
                 if got == 0:
                     return False
                 self._filled += got
-                if self._filled < len(self._big):
+                if self._filled < len(view):
                     continue
-                self._parts.append(zmq.Frame(self._big, copy=False))
+                self._parts.append(self._big)
                 self._big = self._big_view = None
                 self._parse(out)
                 if self.broken:
@@ -248,7 +255,9 @@ class Connection:
                 size = lengths[len(parts)]
                 if end - pos >= size:
                     part = buf[pos:pos + size]
-                    parts.append(zmq.Frame(part if type(part) is bytes else bytes(part)))
+                    if type(part) is not bytes:
+                        part = bytes(part)
+                    parts.append(zmq.Frame(part) if size < WHOLE else _received.wrap(part))
                     pos += size
                     continue
                 if size >= BIG:
@@ -256,11 +265,10 @@ class Connection:
                         self.broken = True
                         return
                     try:
-                        self._big = bytearray(size)
+                        self._big, self._big_view = _received.frame(size)
                     except MemoryError:
                         self.broken = True  # a length no message of ours has
                         return
-                    self._big_view = memoryview(self._big)
                     self._big_view[:end - pos] = buf[pos:]
                     self._filled = end - pos
                     pos = end

@@ -2,8 +2,9 @@
 
 Large buffers (numpy arrays, CPU tensors, bytes/bytearrays/memoryviews over a threshold) are not
 copied into the pickle stream; they travel as their own zmq frames and are rebuilt on the receiving
-side as views of the received frame, which is writable (bytes and bytearrays as copies of it: they
-own their memory). Torch is only touched when a tensor is pickled.
+side as views of the received frame, which is writable (a bytearray as a copy of it: it owns its
+memory; bytes as the frame itself when a lane received it as a `bytes` object, see `_received`,
+else as a copy). Torch is only touched when a tensor is pickled.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, Callable, Sequence
 
 import cloudpickle
 from cloudpickle.cloudpickle import _code_reduce as _cloudpickle_code_reduce
+
+from . import _received
 
 OOB_MIN_BYTES = 64 * 1024
 """Buffers at least this big travel as their own frames."""
@@ -169,7 +172,10 @@ def loads(data: bytes | memoryview, buffers: Sequence[Any] = (),
 
 
 def _bytes_from_buffer(buf: Any) -> bytes:
-    return bytes(buf)
+    """A `bytes` payload: the received part itself when it is a `bytes` object already
+    (`_received`), else a copy of the frame."""
+    whole = _received.whole_bytes(buf)
+    return whole if whole is not None else bytes(buf)
 
 
 def _bytearray_from_buffer(buf: Any) -> bytearray:
