@@ -17,16 +17,21 @@ Wire form (a msgpack-friendly list)::
      statuses,          # [ActorStatus.to_wire(), ...]
      message_groups,    # flight records (see `monarch.telemetry._actors`)
      log_tags,          # [{tags}, ...]: a log line whose tags field is an int has these
-     tallies]           # [[site index, count, sum of durations ns, bytes in, bucket counts,
+     tallies,           # [[site index, count, sum of durations ns, bytes in, bucket counts,
                         #  newest end ns], ...]: per invocation site, its spans drained and
                         #  those a full buffer dropped (`monarch.telemetry._sites.Tallies`)
+     log_columns]       # [hlcs, wall_ns list, streams, levels, texts, indices into log_tags,
+                        #  trace contexts (None or [trace id, span id])]: a proc's lines as
+                        #  columns (`monarch.telemetry._logchunk`); ``logs`` is then empty
 
 Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
 site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
 process (see `monarch.telemetry._sites` and `monarch.telemetry._columns`). The invocation
 metrics are not in ``metrics``: the store adds up the tallies (`monarch.telemetry._invocations`).
-The last three items may be missing (a batch of spans in full form only) or empty; readers
-ignore trailing items they do not know, so a newer sender may append more.
+The items after ``failures`` may be missing (a batch of spans in full form only) or empty;
+readers ignore trailing items they do not know, so a newer sender may append more. Lines come
+as ``logs`` (rows, each with its own tags or an index into ``log_tags``: what a dead proc's crash
+files held) or as ``log_columns`` (what a proc's recorder drains).
 
 `encode_batch` turns it into bytes with msgpack (``use_bin_type``); `decode_batch` accepts
 either form and returns a `Batch` of records, skipping (and counting) entries it cannot read.
@@ -38,6 +43,7 @@ import dataclasses
 from typing import Any
 
 from ._columns import read_site_spans
+from ._logchunk import read_columns
 from ._records import FailureRecord, LogRecord, MetricPoint, SpanRecord, TransferRecord
 
 BATCH_VERSION = 1
@@ -83,6 +89,10 @@ def decode_batch(data: bytes | list[Any]) -> Batch:
     """
     wire = unpack_batch(data)
     (spans, logs, metrics, transfers, failures), invalid = decode_columns(wire)
+    chunk, bad_lines = read_columns(wire, _as_is)
+    if chunk is not None:
+        logs += chunk.records()
+    invalid += bad_lines
     resource = dict(wire[1])
     site_spans, bad = read_site_spans(wire, source_of(resource))
     if site_spans is not None:
@@ -119,8 +129,9 @@ def _unpack(data: bytes | bytearray | memoryview) -> Any:
 
 
 def decode_columns(wire: list[Any]) -> tuple[list[list[Any]], int]:
-    """Decodes the record columns of a batch wire list (not its site spans): returns [spans,
-    logs, metrics, transfers, failures] and how many entries could not be read."""
+    """Decodes the record entries of a batch wire list (not its site spans, nor its log
+    columns: `monarch.telemetry._logchunk.read_columns`): returns [spans, logs, metrics,
+    transfers, failures] and how many entries could not be read."""
     invalid = 0
     columns: list[list[Any]] = []
     if len(wire) > 11:
@@ -130,6 +141,10 @@ def decode_columns(wire: list[Any]) -> tuple[list[list[Any]], int]:
         columns.append(records)
         invalid += bad
     return columns, invalid
+
+
+def _as_is(tags: dict[str, Any]) -> dict[str, Any]:
+    return tags
 
 
 def _share_log_tags(logs: Any, table: Any) -> int:

@@ -39,8 +39,9 @@ reference, three int64."""
 GROUP_BYTES = 600
 """A group of entries: its head and its columns' own headers."""
 LOG_BYTES = 340
-"""A log record without its text: the object, clock stamps, sort key, list slots; its tags are
-shared with the other lines of its actor (`Store` interns them)."""
+"""A log line without its text, kept by the log book (its fields' tuple, clock stamps, sort
+key, list slots) or in a chunk; its tags are shared with the other lines of its actor (`Store`
+interns them)."""
 EVENT_BYTES = 260
 """A status event (its strings are shared)."""
 TRANSFER_BYTES = 400
@@ -95,9 +96,9 @@ def group_bytes(group: Any) -> int:
     return GROUP_BYTES + ENTRY_BYTES * len(group[4])
 
 
-def log_bytes(record: Any) -> int:
-    """A log record."""
-    return LOG_BYTES + text_bytes(record.text)
+def lines_bytes(chunk: Any) -> int:
+    """A chunk of log lines (`monarch.telemetry._logchunk.LogChunk`: it counts its own)."""
+    return chunk.bytes  # type: ignore[no-any-return]
 
 
 def failure_bytes(record: Any) -> int:
@@ -115,15 +116,15 @@ def transfer_bytes(_: Any) -> int:
     return TRANSFER_BYTES
 
 
-SIZE_OF = {"span": chunk_bytes, "log": log_bytes, "message": group_bytes,
+SIZE_OF = {"span": chunk_bytes, "log": lines_bytes, "message": group_bytes,
            "transfer": transfer_bytes, "failure": failure_bytes, "status_event": event_bytes}
-"""The estimate of each journaled kind's items (a span item is a chunk, a message item a
-group)."""
+"""The estimate of each journaled kind's items (a span item is a chunk of spans, a log item a
+chunk of lines, a message item a group)."""
 
 
 def records_in(kind: str, item: Any) -> int:
     """How many records a journaled item holds (chunks and groups hold many)."""
-    if kind == "span":
+    if kind == "span" or kind == "log":
         return len(item)
     if kind == "message":
         return len(item[4])

@@ -9,9 +9,10 @@ loop at 140,000 lines). Putting each line in its place at
 once cost a memmove of every newer line, ~5 us a line at 1,024 actors printing (a proc's lines
 arrive up to half a second behind the others'). Keys: (hlc, proc, pid, arrival). The lines of one
 actor share one dict of tags and one stream name (msgpack decodes a fresh dict and string for
-every line: ~300 bytes a line). Eviction takes the lowest HLCs in steps of 1/64 of what is
-held, so a full book does not memmove its lists for each new line. Not thread-safe: the store
-calls it under its lock.
+every line: ~300 bytes a line). A line is kept as a tuple of its fields, made in C from a
+batch's columns (`add_chunk`); a `LogRecord` is made only for the lines a read returns. Eviction
+takes the lowest HLCs in steps of 1/64 of what is held, so a full book does not memmove its
+lists for each new line. Not thread-safe: the store calls it under its lock.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import operator
 import sys
 from typing import Any
 
-from ._budget import log_bytes
+from ._budget import LOG_BYTES
+from ._logchunk import LogChunk, row_record
 from ._records import LogRecord
 
 _LogKey = tuple[int, str, int, int]
+_TEXT = operator.itemgetter(4)  # a row's text
 
 SETTLE_AT = 8192
 """Unsorted lines that make an add sort them at once (bounds each sort's cost)."""
@@ -37,7 +40,8 @@ class LogBook:
     def __init__(self, max_logs: int, max_bytes: int) -> None:
         self._max, self._max_bytes = max_logs, max_bytes
         self._keys: list[_LogKey] = []  # sorted; parallel to _logs
-        self._logs: list[LogRecord] = []
+        self._logs: list[tuple[Any, ...]] = []  # rows: (hlc, wall, stream, level, text,
+        # tags, trace context); `_logchunk.row_record` makes a row's record
         self.bytes = 0
         """Estimated bytes of the records held."""
         self._tags = _Interner()
@@ -53,29 +57,57 @@ class LogBook:
         return self.add_many([record])
 
     def add_many(self, records: list[LogRecord]) -> int:
-        """Adds a batch of records; returns how many old ones were evicted."""
+        """Adds a batch of records (the controller's own lines); returns how many old ones
+        were evicted."""
         if not records:
             return 0
-        keys, shared, seq = self._keys, self._tags.shared, self._seq
-        first = len(keys)
-        known: dict[int, tuple[dict[str, Any], str, int]] = {}  # id(tags) -> shared, proc, pid
-        setattr_, added = object.__setattr__, 0
+        shared, first = self._tags.shared, len(self._keys)
         for record in records:
-            # shared tags and stream name, set as the frozen record's constructor would; a
-            # batch's lines share a few tags dicts (one per actor): each is looked up once
-            given = record.tags
-            found = known.get(id(given))
-            if found is None:
-                tags = shared(given)
-                found = known[id(given)] = (tags, str(tags.get("proc", "")),
-                                            _int(tags.get("pid")))
-            setattr_(record, "tags", found[0])
-            if type(record.stream) is str:
-                setattr_(record, "stream", sys.intern(record.stream))
-            keys.append((record.hlc, found[1], found[2], next(seq)))
-            added += log_bytes(record)
-        self.bytes += added
-        self._logs.extend(records)
+            tags = shared(record.tags)
+            self._keys.append((record.hlc, str(tags.get("proc", "")), _int(tags.get("pid")),
+                               next(self._seq)))
+            stream = record.stream
+            self._logs.append((record.hlc, record.wall_ns,
+                               sys.intern(stream) if type(stream) is str else stream,
+                               record.level, record.text, tags,
+                               None if record.trace_id is None
+                               else (record.trace_id, record.span_id)))
+            self.bytes += LOG_BYTES + sys.getsizeof(record.text)
+        return self._added(first)
+
+    def add_chunk(self, chunk: LogChunk, proc: str, pid: int) -> int:
+        """Adds the lines of one process's batch, their tags already shared (`shared`);
+        returns how many old ones were evicted. No Python step per line: keys and rows are
+        made in C from the columns."""
+        n = len(chunk)
+        if not n:
+            return 0
+        first = len(self._keys)
+        self._keys.extend(zip(chunk.hlcs, itertools.repeat(proc, n), itertools.repeat(pid, n),
+                              itertools.islice(self._seq, n)))
+        self._logs.extend(zip(chunk.hlcs, chunk.walls, chunk.streams, chunk.levels,
+                              chunk.texts, chunk.tags, chunk.contexts))
+        self.bytes += chunk.line_bytes
+        return self._added(first)
+
+    def add_lines(self, records: list[LogRecord], chunk: LogChunk | None, proc: str,
+                  pid: Any) -> tuple[int, list[LogChunk]]:
+        """Adds a batch's lines given as records and as a chunk (from process `proc`, `pid`);
+        returns how many old ones were evicted, and the lines as chunks (a journal's items)."""
+        evicted = self.add_many(records)
+        chunks = [LogChunk.of_records(records)] if records else []
+        if chunk is not None:
+            evicted += self.add_chunk(chunk, proc, _int(pid))
+            chunks.append(chunk)
+        return evicted, chunks
+
+    def shared(self, tags: dict[str, Any]) -> dict[str, Any]:
+        """The one dict of these tags the book keeps (see `_Interner`)."""
+        return self._tags.shared(tags)
+
+    def _added(self, first: int) -> int:
+        """Keeps the sort bookkeeping after lines were appended from `first` on; evicts."""
+        keys = self._keys
         if self._sorted == first and _ordered(keys, first - 1 if first else 0):
             self._sorted = len(keys)  # in order after what was held: nothing to sort
         else:
@@ -104,7 +136,7 @@ class LogBook:
         cut = 0
         while cut < len(logs) - 1 and (cut < excess or self.bytes > self._max_bytes):
             gone = logs[cut:cut + step]
-            self.bytes -= sum(map(log_bytes, gone))
+            self.bytes -= LOG_BYTES * len(gone) + sum(map(sys.getsizeof, map(_TEXT, gone)))
             cut += len(gone)
         del self._keys[:cut], logs[:cut]
         self._sorted = len(logs)
@@ -116,7 +148,7 @@ class LogBook:
         proc = str(record.tags.get("proc", ""))
         i = bisect.bisect_left(self._keys, (record.hlc, proc))
         while i < len(self._keys) and self._keys[i][:2] == (record.hlc, proc):
-            if self._logs[i].text == record.text:
+            if self._logs[i][4] == record.text:
                 return True
             i += 1
         return False
@@ -125,24 +157,25 @@ class LogBook:
              stream: str | None, limit: int) -> list[LogRecord]:
         """See `Store.logs`."""
         self._settle()
-        def keep(r: LogRecord) -> bool:
-            tags = r.tags
+        def keep(row: tuple[Any, ...]) -> bool:
+            tags = row[5]
             return ((mesh is None or tags.get("mesh") == mesh)
                     and (rank is None or tags.get("rank") == rank)
-                    and (stream is None or r.stream == stream)
-                    and (text is None or text in r.text))
+                    and (stream is None or row[2] == stream)
+                    and (text is None or text in row[4]))
 
         if since_hlc is not None:
             start = bisect.bisect_right(self._keys, (since_hlc, "\U0010ffff"))
-            return list(itertools.islice(filter(keep, self._logs[start:]), limit))
-        found = list(itertools.islice(filter(keep, reversed(self._logs)), limit))
-        found.reverse()
-        return found
+            found = list(itertools.islice(filter(keep, self._logs[start:]), limit))
+        else:
+            found = list(itertools.islice(filter(keep, reversed(self._logs)), limit))
+            found.reverse()
+        return list(itertools.starmap(row_record, found))
 
     def all(self) -> list[LogRecord]:
         """Every record held, in order."""
         self._settle()
-        return list(self._logs)
+        return list(itertools.starmap(row_record, self._logs))
 
 
 class _Interner:

@@ -54,6 +54,20 @@ class MessageLog(Bounded[MessageGroup]):
             return list(self)
         return list(self._by_actor.get(actor, ()))
 
+    def newest_entries(self, actor: str | None, limit: int) -> list[MessageGroup]:
+        """`groups`, the oldest cut so that they hold ``limit`` entries at most."""
+        kept: list[MessageGroup] = []
+        taken = 0
+        for group in reversed(self.groups(actor)):
+            if taken >= limit:
+                break
+            kept.append(group)
+            taken += len(group[4])
+        if taken > limit:
+            kept[-1] = (*kept[-1][:4], kept[-1][4][taken - limit:])  # type: ignore[assignment]
+        kept.reverse()
+        return kept
+
     def __len__(self) -> int:
         return self.records
 

@@ -18,6 +18,7 @@ from typing import Any
 from ._actors import pack_columns
 from ._batch import BATCH_VERSION, encode_batch
 from ._crashlog import CrashLog, recover
+from ._logchunk import wire_columns
 from ._metrics import MetricsTable
 from ._records import ActorStatus, FailureRecord, MetricPoint, TransferRecord
 from ._sites import Tallies, drain_site_spans
@@ -209,7 +210,7 @@ class Recorder:
             if self.crash is not None and self._crash_clear:
                 self.crash.turn()  # what the other file held was shipped by the last drain
             taken = _take(self._logs, max_items)
-            logs, log_tags = _logs_wire(taken, resource)
+            log_columns, log_tags = wire_columns(taken, resource) if taken else ([], [])
             shipped = sum(map(len, map(_TEXT, taken)))
             self._log_bytes = _recount(self._logs, self._log_bytes - shipped)
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
@@ -218,11 +219,11 @@ class Recorder:
                 ([], [], [], [], [], [], []) if live_only else self._take_bulk(max_items))
             self._crash_clear = not (self._logs or self._spans)
         messages = [[*g[:4], pack_columns(g[4])] for g in messages]
-        if not (spans or site_spans or tallies or logs or transfers or failures or metrics
+        if not (spans or site_spans or tallies or taken or transfers or failures or metrics
                 or statuses or messages):
             return None
-        return [BATCH_VERSION, dict(resource), spans, logs, metrics, transfers, failures, sites,
-                site_spans, statuses, messages, log_tags, tallies]
+        return [BATCH_VERSION, dict(resource), spans, [], metrics, transfers, failures, sites,
+                site_spans, statuses, messages, log_tags, tallies, log_columns]
 
     def _take_bulk(self, max_items: int) -> tuple[list[Any], ...]:
         """(spans, sites, site spans, their tallies, metric points, statuses, message
@@ -327,23 +328,6 @@ def recovered_batch(stem: str, resource: dict[str, Any]) -> list[Any] | None:
     return [BATCH_VERSION, {**resource, "recovered": True},
             [[*fields[:8], source] for fields in spans],
             [_log_wire(tuple(fields[:7]), resource) for fields in logs], [], [], []]
-
-
-def _logs_wire(taken: Any, resource: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    """(log lines, their tag table): a line's tags are an index into the table, whose dicts
-    (the resource and an actor's tags) are made once a batch, not once a line; its lines
-    share one tags object while the actor's context stays the same."""
-    lines: list[Any] = []
-    table: list[Any] = []
-    index: dict[int, int] = {}
-    for hlc, wall, stream, level, text, tags, ctx in taken:
-        at = index.get(id(tags))  # each `tags` is alive in `taken` for the whole loop
-        if at is None:
-            at = index[id(tags)] = len(table)
-            table.append({**resource, **tags})
-        trace_id, span_id = ctx if ctx is not None else (None, None)
-        lines.append([hlc, wall, stream, level, text, at, trace_id, span_id])
-    return lines, table
 
 
 def _log_wire(fields: tuple[Any, ...], resource: dict[str, Any]) -> list[Any]:

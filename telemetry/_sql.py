@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._tables import TABLES, from_rows
+from ._arrow import TABLES, from_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa

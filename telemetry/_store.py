@@ -5,8 +5,8 @@ for ranks and processes that have died. Thread-safe: the I/O thread ingests whil
 and the console query and subscribe.
 
 Ingesting is on the controller's hot path (every process ships every 100 ms): site spans are
-checked column by column and kept as they came (`monarch.telemetry._spanlog`); `SpanRecord`s are
-made for the spans a query returns, or for subscribers when there are any.
+checked column by column and kept as they came (`monarch.telemetry._spanlog`), log lines too
+(`_logchunk`, `_logbook`); records are made for what a query returns, or for subscribers.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ._actors import ActorBook, MessageGroup, message_records, read_entries, rea
 from ._bounded import Bounded
 from ._journals import Journals
 from ._logbook import LogBook
+from ._logchunk import LogChunk, read_columns
 from ._budget import DEFAULT, Budget, failure_bytes, transfer_bytes
 from ._records import (
     ActorStatus, FailureRecord, LogRecord, MessageRecord, MetricPoint, Record, SpanRecord,
@@ -130,9 +131,10 @@ class Store:
                 site_spans: SiteSpanColumns | None, invalid: int, wire: Any = ()) -> None:
         source, pid = source_of(resource), resource.get("pid")
         with self._lock:
-            self._invalid += invalid
+            lines, bad_lines = read_columns(wire, self._logs.shared) if wire else (None, 0)
+            self._invalid += invalid + bad_lines
             self._set_resource(source, resource)
-            self._add_all(records, pid, site_spans)
+            self._add_all(records, pid, site_spans, lines, str(resource.get("proc", "")))
             if len(wire) > 7 and wire[7]:  # the invocation metrics: the sites' tallies
                 self._invalid += self._metrics.derive(source, pid, wire)
                 if any("metric" in s.kinds for s in self._subscriptions):
@@ -248,18 +250,7 @@ class Store:
     def message_groups(self, actor: str | None = None, limit: int = 100_000) -> list[MessageGroup]:
         """`messages` as the groups kept (`telemetry._actors`), the oldest cut to ``limit``."""
         with self._lock:
-            groups = self.actors.messages.groups(actor)
-        kept: list[MessageGroup] = []
-        taken = 0
-        for group in reversed(groups):
-            if taken >= limit:
-                break
-            kept.append(group)
-            taken += len(group[4])
-        if taken > limit:
-            kept[-1] = (*kept[-1][:4], kept[-1][4][taken - limit:])  # type: ignore[assignment]
-        kept.reverse()
-        return kept
+            return self.actors.messages.newest_entries(actor, limit)
 
     def status_events(self) -> list[StatusEvent]:
         """Returns the actors' status events, oldest first."""
@@ -339,7 +330,10 @@ class Store:
     # -- internals -----------------------------------------------------------------------------
 
     def _add_all(self, records: list[Any], pid: Any,
-                 site_spans: SiteSpanColumns | None = None) -> None:
+                 site_spans: SiteSpanColumns | None = None, lines: LogChunk | None = None,
+                 proc: str = "") -> None:
+        """Adds records (a batch's rows, or made in the controller), a batch's site spans and
+        its lines as columns (`lines`, from process `proc`)."""
         spans: list[SpanRecord] = []
         logs: list[LogRecord] = []
         for record in records:
@@ -351,17 +345,22 @@ class Store:
                 logs.append(record)
             else:
                 getattr(self, "_add_" + kind)(record, pid)
-        self._evicted["log"] += self._logs.add_many(logs)
+        self._ingested["log"] += 0 if lines is None else len(lines)
+        evicted, chunks = self._logs.add_lines(logs, lines, proc, pid)
+        self._evicted["log"] += evicted
         self._ingested["span"] += 0 if site_spans is None else len(site_spans)
         self._evicted["span"] += self._spans.add(spans, site_spans)
         if self._journals is not None:
             journals = self._journals.by_kind
             journals["span"].extend(self._spans.last_added)
-            for kind in ("log", "transfer", "failure"):
+            journals["log"].extend(chunks)  # a chunk an item: no step per line
+            for kind in ("transfer", "failure"):
                 kept = [r for r in records if r.KIND == kind]
                 if kept:
                     journals[kind].extend(kept)
         if self._subscriptions:
+            if lines is not None and any("log" in s.kinds for s in self._subscriptions):
+                records = records + lines.records()
             self._offer(records, site_spans)
 
     def _offer(self, records: list[Any], site_spans: SiteSpanColumns | None) -> None:

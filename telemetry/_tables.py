@@ -13,115 +13,23 @@ site, not per span), so a table of 100,000 spans costs well under a second.
 
 from __future__ import annotations
 
-import binascii
 import itertools
-import json
 import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._columns import SiteSpanColumns
-from ._records import (
-    FailureRecord, LogRecord, MetricPoint, SpanRecord, StatusEvent, TransferRecord,
+from ._arrow import (
+    COLUMNS, TABLES, column_array, from_rows, hex_column, hex_or_none, int_or_none, json_text,
+    schema, text_or_none,
 )
+from ._columns import SiteSpanColumns
+from ._logchunk import LogChunk, context_id
+from ._records import FailureRecord, MetricPoint, SpanRecord, StatusEvent, TransferRecord
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from ._store import Store
-
-I64, F64, STR, BOOL = "int64", "float64", "string", "bool"
-
-COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "actors": (
-        ("actor", STR), ("mesh", STR), ("mesh_id", STR), ("rank", I64), ("point", STR),
-        ("actor_class", STR), ("proc", STR), ("host", STR), ("pid", I64), ("state", STR),
-        ("messages", I64), ("queue_depth", I64), ("latency_p50_ms", F64),
-        ("last_method", STR), ("running_method", STR), ("running_since_ns", I64),
-        ("running_s", F64), ("caller", STR), ("trace_id", STR), ("running", I64),
-        ("queued", I64), ("queued_methods", STR), ("stalled", BOOL), ("failure", STR),
-        ("updated_ns", I64)),
-    "actor_status_events": (
-        ("time_ns", I64), ("actor", STR), ("mesh", STR), ("rank", I64), ("event", STR),
-        ("detail", STR), ("proc", STR)),
-    "messages": (
-        ("actor", STR), ("mesh", STR), ("rank", I64), ("method", STR), ("sender", STR),
-        ("start_ns", I64), ("end_ns", I64), ("duration_ms", F64), ("outcome", STR),
-        ("bytes", I64), ("proc", STR)),
-    "spans": (
-        ("trace_id", STR), ("span_id", STR), ("parent_span_id", STR), ("name", STR),
-        ("start_ns", I64), ("end_ns", I64), ("duration_ms", F64), ("outcome", STR),
-        ("proc", STR), ("mesh", STR), ("rank", I64), ("method", STR), ("actor_class", STR),
-        ("bytes_in", I64), ("attributes", STR)),
-    "logs": (
-        ("hlc", I64), ("time_ns", I64), ("stream", STR), ("level", I64), ("text", STR),
-        ("mesh", STR), ("rank", I64), ("actor_class", STR), ("proc", STR), ("host", STR),
-        ("pid", I64), ("trace_id", STR), ("span_id", STR), ("tags", STR)),
-    "metrics": (
-        ("name", STR), ("type", STR), ("labels", STR), ("mesh", STR), ("method", STR),
-        ("value", F64), ("count", I64), ("time_ns", I64), ("proc", STR)),
-    "transfers": (
-        ("time_ns", I64), ("bytes", I64), ("seconds", F64), ("src", STR), ("dst", STR),
-        ("kind", STR), ("mesh", STR), ("proc", STR)),
-    "failures": (
-        ("time_ns", I64), ("mesh", STR), ("rank", I64), ("actor_class", STR), ("host", STR),
-        ("pid", I64), ("exit_code", I64), ("signal", I64), ("cause", STR), ("reason", STR),
-        ("traceback", STR), ("proc", STR)),
-}
-"""Every table's columns and their types, in order."""
-
-TABLES = tuple(COLUMNS)
-
-
-def repeating(table: str) -> list[str]:
-    """The text columns of a table whose values repeat (names, meshes, outcomes...): the
-    ones worth a dictionary in Parquet. Ids are unique: a dictionary of them costs twice."""
-    return [name for name, kind in COLUMNS.get(table, ()) if kind == STR
-            and not name.endswith("_id")]
-
-
-def schema(table: str) -> pa.Schema:
-    """The Arrow schema of a table."""
-    import pyarrow as pa
-
-    types = {I64: pa.int64(), F64: pa.float64(), STR: pa.string(), BOOL: pa.bool_()}
-    return pa.schema([(name, types[kind]) for name, kind in COLUMNS[table]])
-
-
-def from_rows(table: str, rows: Iterable[Sequence[Any]]) -> pa.Table:
-    """A table from rows given in column order (None for a missing value)."""
-    columns = list(zip(*rows)) or [()] * len(COLUMNS[table])
-    return from_columns(table, [list(c) for c in columns])
-
-
-def from_columns(table: str, columns: Sequence[Sequence[Any]]) -> pa.Table:
-    """A table from its columns, in order."""
-    import pyarrow as pa
-
-    s = schema(table)
-    return pa.Table.from_arrays([_array(c, f.type) for c, f in zip(columns, s)], schema=s)
-
-
-def _array(column: Sequence[Any], kind: Any) -> Any:
-    """An Arrow array of `column`: as it is when every value is of the column's type (Arrow
-    checks, in C), else cleaned value by value (`_clean`)."""
-    import pyarrow as pa
-
-    try:
-        return pa.array(column, type=kind)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        return pa.array(_clean(column, kind), type=kind)
-
-
-def _clean(column: Sequence[Any], kind: Any) -> Sequence[Any]:
-    import pyarrow as pa
-
-    if kind == pa.int64():
-        return [v if type(v) is int else (int(v) if isinstance(v, (bool, float)) else None)
-                for v in column]
-    if kind == pa.string():
-        return [v if v is None or type(v) is str else str(v) for v in column]
-    return column
 
 
 # -- the store's records ----------------------------------------------------------------------
@@ -158,10 +66,10 @@ def _span_records(records: Sequence[SpanRecord]) -> pa.Table:
     rows = []
     for s in records:
         a = s.attributes
-        rows.append((s.trace_id.hex(), s.span_id.hex(), _hex(s.parent_span_id), s.name,
+        rows.append((s.trace_id.hex(), s.span_id.hex(), hex_or_none(s.parent_span_id), s.name,
                      s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6, s.outcome, s.source,
                      a.get("mesh"), a.get("rank"), a.get("method"), a.get("actor_class"),
-                     a.get("bytes_in"), _json(a)))
+                     a.get("bytes_in"), json_text(a)))
     return from_rows("spans", rows)
 
 
@@ -207,19 +115,19 @@ def _site_spans(run: list[tuple[SiteSpanColumns, int]]) -> pa.Table:
             values = [v if type(v) is int else None for v in values]
         bytes_in = pc.if_else(per_site(lambda s: s[2] == "bytes_in", pa.bool_()),
                               pa.array(values, type=pa.int64()), pa.scalar(None, pa.int64()))
-    parent = _hex_column(b"".join(parents), 8)
+    parent = hex_column(b"".join(parents), 8)
     columns = [
-        _hex_column(b"".join(traces), 16), _hex_column(b"".join(span_ids), 8),
+        hex_column(b"".join(traces), 16), hex_column(b"".join(span_ids), 8),
         pc.if_else(pc.equal(parent, "0" * 16), pa.scalar(None, pa.string()), parent),
         per_site(lambda s: s[0], pa.string()), begun, ended,
         _duration_ms(begun, ended),
         pa.array(outcomes, type=pa.string()).take(pa.array(outcome_idx, type=pa.int32())),
         per_site(lambda s: s[3], pa.string()),
-        per_site(lambda s: _str(s[1].get("mesh")), pa.string()),
-        per_site(lambda s: _int(s[1].get("rank")), pa.int64()),
-        per_site(lambda s: _str(s[1].get("method")), pa.string()),
-        per_site(lambda s: _str(s[1].get("actor_class")), pa.string()),
-        bytes_in, per_site(lambda s: _json(s[1]), pa.string())]
+        per_site(lambda s: text_or_none(s[1].get("mesh")), pa.string()),
+        per_site(lambda s: int_or_none(s[1].get("rank")), pa.int64()),
+        per_site(lambda s: text_or_none(s[1].get("method")), pa.string()),
+        per_site(lambda s: text_or_none(s[1].get("actor_class")), pa.string()),
+        bytes_in, per_site(lambda s: json_text(s[1]), pa.string())]
     return pa.Table.from_arrays(columns, schema=schema("spans"))
 
 
@@ -254,45 +162,79 @@ def _duration_ms(begun: pa.Array, ended: pa.Array) -> pa.Array:
     return pc.divide(pc.subtract(ended, begun).cast(pa.float64()), 1e6)
 
 
-def _hex_column(data: bytes, width: int) -> pa.Array:
-    """A string array of `data` cut into `width`-byte ids, each as lowercase hex."""
+def logs(chunks: Iterable[LogChunk], known: dict[int, Any] | None = None) -> pa.Table:
+    """The ``logs`` table of chunks of lines (`monarch.telemetry._logchunk`: what the store
+    journals; `LogChunk.of_records` makes one of records), in C per line: the columns made of
+    a line's tags (mesh, rank, ..., the tags as JSON) are worked out once per distinct dict (a
+    store shares one per actor, `_logbook._Interner`) and taken per line by index, as the
+    spans table does per site; ids are hex in one pass (8 µs a line was most of the history's
+    cost when 1,024 actors print a line per call). `known` keeps each dict's JSON for the next
+    call (the history writer's: an actor's dict is the same pass after pass)."""
     import pyarrow as pa
 
-    n = len(data) // width
-    text = pa.py_buffer(binascii.hexlify(data[:n * width]))
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(2 * width), n, [None, text]).cast(
-        pa.string())
+    chunks = list(chunks)
+    at: dict[int, int] = {}
+    dicts: list[dict[str, Any]] = []
+    index: list[int] = []
+    for chunk in chunks:
+        ids = list(map(id, chunk.tags))
+        for key, tags in dict(zip(ids, chunk.tags)).items():  # each distinct dict
+            if key not in at:
+                at[key] = len(dicts)
+                dicts.append(tags)
+        index += map(at.__getitem__, ids)
+    take = pa.array(index, type=pa.int32())
+
+    def per_tags(fn: Any, kind: Any) -> Any:
+        return pa.array([fn(t) for t in dicts], type=kind).take(take)
+
+    def joined(column: str) -> list[Any]:
+        return list(itertools.chain.from_iterable(getattr(c, column) for c in chunks))
+
+    contexts = joined("contexts")
+    return pa.Table.from_arrays([
+        column_array(joined("hlcs"), pa.int64()), column_array(joined("walls"), pa.int64()),
+        column_array(joined("streams"), pa.string()), column_array(joined("levels"), pa.int64()),
+        column_array(joined("texts"), pa.string()),
+        per_tags(lambda t: text_or_none(t.get("mesh")), pa.string()),
+        per_tags(lambda t: int_or_none(t.get("rank")), pa.int64()),
+        per_tags(lambda t: text_or_none(t.get("actor_class")), pa.string()),
+        per_tags(lambda t: text_or_none(t.get("proc")), pa.string()),
+        per_tags(lambda t: text_or_none(t.get("host")), pa.string()),
+        per_tags(lambda t: int_or_none(t.get("pid")), pa.int64()),
+        _ids_hex(contexts, 0, 16), _ids_hex(contexts, 1, 8),
+        per_tags(lambda t: _json_known(t, known), pa.string())], schema=schema("logs"))
 
 
-def logs(records: Iterable[LogRecord]) -> pa.Table:
-    """The ``logs`` table. A store shares one tags dict among the lines of an actor's stream
-    (`_logbook._Interner`): the columns made of the tags (mesh, rank, ..., the tags as JSON)
-    are worked out once per dict, not per line (8 µs a line was most of the history's cost
-    when 1,024 actors print a line per call)."""
-    records = list(records)
-    derived: dict[int, tuple[dict[str, Any], tuple[Any, ...]]] = {}
-    per_line = []
-    for r in records:
-        t = r.tags
-        known = derived.get(id(t))
-        if known is None or known[0] is not t:
-            known = derived[id(t)] = (t, (
-                _str(t.get("mesh")), _int(t.get("rank")), _str(t.get("actor_class")),
-                _str(t.get("proc")), _str(t.get("host")), _int(t.get("pid")), _json(t)))
-        per_line.append(known[1])
-    mesh, rank, actor_class, proc, host, pid, tags = (
-        list(zip(*per_line)) if per_line else [()] * 7)
-    return from_columns("logs", [
-        [r.hlc for r in records], [r.wall_ns for r in records],
-        [r.stream for r in records], [r.level for r in records], [r.text for r in records],
-        mesh, rank, actor_class, proc, host, pid, [_hex(r.trace_id) for r in records],
-        [_hex(r.span_id) for r in records], tags])
+def _ids_hex(contexts: list[Any], at: int, width: int) -> pa.Array:
+    """Item `at` (an id of `width` bytes) of each line's trace context as hex, or null: in one
+    C pass when every line has one of that width."""
+    import pyarrow as pa
+
+    try:
+        ids = list(map(operator.itemgetter(at), contexts))
+        if set(map(type, ids)) == {bytes} and set(map(len, ids)) == {width}:
+            return hex_column(b"".join(ids), width)
+    except (TypeError, IndexError):  # a line without a context
+        pass
+    return pa.array([hex_or_none(context_id(c, at)) for c in contexts], type=pa.string())
+
+
+def _json_known(tags: dict[str, Any], known: dict[int, Any] | None) -> str:
+    if known is None:
+        return json_text(tags)
+    found = known.get(id(tags))
+    if found is None or found[0] is not tags:
+        if len(known) >= 65_536:
+            known.clear()
+        found = known[id(tags)] = (tags, json_text(tags))  # the dict kept: its id stays its own
+    return found[1]  # type: ignore[no-any-return]
 
 
 def metrics(points: Iterable[MetricPoint]) -> pa.Table:
     """The ``metrics`` table (one row per series and process)."""
     return from_rows("metrics", [
-        (p.name, p.kind, _json(p.labels), p.labels.get("mesh"), p.labels.get("method"),
+        (p.name, p.kind, json_text(p.labels), p.labels.get("mesh"), p.labels.get("method"),
          float(p.value), p.count, p.time_ns, p.source) for p in points])
 
 
@@ -367,7 +309,7 @@ def store_tables(store: Store, wanted: Iterable[str] = TABLES,
     wanted = set(wanted)
     makers = {
         "spans": lambda: spans(store.span_chunks()),
-        "logs": lambda: logs(store.all_logs()),
+        "logs": lambda: logs([LogChunk.of_records(store.all_logs())]),
         "metrics": lambda: metrics(store.metrics(by_process=True)),
         "transfers": lambda: transfers(store.transfer_records(limit=10**9)),
         "failures": lambda: failures(store.failures()),
@@ -377,19 +319,3 @@ def store_tables(store: Store, wanted: Iterable[str] = TABLES,
     }
     return {name: makers[name]() if name in wanted else from_rows(name, [])
             for name in TABLES}
-
-
-def _hex(value: bytes | None) -> str | None:
-    return value.hex() if value else None
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def _json(value: dict[str, Any]) -> str:
-    return json.dumps(value, default=str, sort_keys=True)

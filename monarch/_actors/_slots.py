@@ -34,8 +34,12 @@ from .._wire._messages import ERROR, FAILED, OK, Call
 from ..telemetry import begin_invocation, end_invocation
 
 _time_ns = time.time_ns
-RECENT = 64
-"""Messages each actor's flight recorder keeps (the newest handled)."""
+UNSHIPPED = 8192
+"""Flight-recorder entries an actor holds until the process's telemetry takes them (every
+0.1 s, `_runtime._instrument.actor_sampler`); past it a new entry is dropped and counted
+(``telemetry_dropped{kind="message"}``). A ring of the newest 64 lost the oldest, uncounted,
+once an actor handled over ~640 messages a second (an endurance loop on a fast machine lost
+1-4 % of its flight records that way)."""
 
 STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "stopped"
 _STOP = object()
@@ -128,9 +132,10 @@ class ActorSlot:
         running now (sent_hlc: the sender's clock when it sent the message)."""
         self.waiting: deque[str] = deque()
         """Methods of the calls queued behind them, oldest first."""
-        self.recent: deque[tuple[Any, ...]] = deque(maxlen=RECENT)
-        """The flight recorder: (method, sender, start_ns, end_ns, outcome, bytes, sent_hlc),
-        newest last."""
+        self.unshipped: deque[tuple[Any, ...]] = deque()
+        """The flight recorder's entries not shipped yet: (method, sender, start_ns, end_ns,
+        outcome, bytes, sent_hlc), newest last; appended by the actor's thread, taken from the
+        left by the sampler (both thread-safe on a deque)."""
         self.recorded = 0
         """Messages ever put in the flight recorder."""
         self._sites: dict[str, Any] = {}
@@ -309,7 +314,11 @@ class ActorSlot:
             if span is not None:  # counts the message, its latency and its bytes
                 end_invocation(span, outcome)
             method, start, sender, _, nbytes, sent = self.running.pop(id(msg))
-            self.recent.append((method, sender, start, _time_ns(), outcome, nbytes, sent))
+            if len(self.unshipped) < UNSHIPPED:
+                self.unshipped.append((method, sender, start, _time_ns(), outcome, nbytes,
+                                       sent))
+            else:
+                _instrument.count_dropped("message")
             self.recorded += 1
             leave(token)
 

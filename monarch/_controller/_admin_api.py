@@ -31,17 +31,26 @@ class Stream:
     initial: list[dict[str, Any]]
     keep: Callable[[Any], bool]
     convert: Callable[[Any], dict[str, Any]]
-    skip: set[int] = dataclasses.field(default_factory=set)
-    """`id()` of records already sent in `initial` (the subscription started before)."""
+    skip: set[tuple[Any, ...]] = dataclasses.field(default_factory=set)
+    """`_line_key` of the log lines already sent in `initial` (the subscription started before:
+    a line in both is sent once). A key, not the record's `id()`: the store makes a record
+    per read, and a later record may take a freed one's id."""
 
     def batches(self, closing: Callable[[], bool], idle_s: float = 1.0) -> Iterator[list[dict]]:
         """Lists of dicts to send; an empty list after `idle_s` without records (heartbeat)."""
         if self.initial:
             yield self.initial
         sub = self.subscription
+        skip = self.skip
         while not closing() and not sub.closed:
             records = sub.wait(idle_s, 1000)
-            yield [self.convert(r) for r in records if id(r) not in self.skip and self.keep(r)]
+            yield [self.convert(r) for r in records
+                   if (not skip or _line_key(r) not in skip) and self.keep(r)]
+
+
+def _line_key(record: Any) -> tuple[Any, ...]:
+    """What tells one log line from another: its stamps, stream, text and process."""
+    return (record.hlc, record.wall_ns, record.stream, record.text, record.tags.get("proc"))
 
 
 JSON = "application/json"
@@ -205,7 +214,7 @@ class AdminApi:
                     and (rank is None or r.tags.get("rank") == rank))
 
         return Stream(subscription, [views.log_dict(r) for r in history], keep, views.log_dict,
-                      {id(r) for r in history})
+                      set(map(_line_key, history)))
 
     def spans(self, p: Params) -> list[dict[str, Any]]:
         trace = p.text("trace_id")

@@ -25,7 +25,7 @@ from .. import telemetry
 from .._history._runs import JOB_FILE, history_dir, prune
 from .._runtime import _malloc
 from .._runtime._pids import start_time
-from ..telemetry import _tables as tables
+from ..telemetry import _arrow, _tables as tables
 
 DEFAULT_HISTORY_MB = 256.0
 """A history's bound unless `MONARCH_HISTORY_MB` says otherwise."""
@@ -78,6 +78,7 @@ class HistoryWriter:
         self._write_info()
         self.journals = self.store.follow(JOURNAL_HURRY)
         self._cursors = {kind: 0 for kind, _, _ in APPENDED}
+        self._tags_json: dict[int, Any] = {}  # the logs table's (`telemetry._tables.logs`)
         self._seq = itertools.count()
         self.lock = threading.Lock()
         """Held while a pass writes, and while a live query reads the files and what is not
@@ -103,7 +104,8 @@ class HistoryWriter:
             for kind, table, _ in APPENDED:
                 items, cursor, _ = self.journals.since(kind, self._cursors[kind])
                 if items:
-                    self._write(table, _table(kind, items), f"{next(self._seq):08d}.parquet")
+                    self._write(table, _table(kind, items, self._tags_json),
+                                f"{next(self._seq):08d}.parquet")
                 self.journals.release(kind, cursor)  # written: the journal may let it go
                 self._cursors[kind] = cursor
             if snapshots:
@@ -123,7 +125,7 @@ class HistoryWriter:
                 items, _, _ = self.journals.since(kind, self._cursors[kind])
                 written = self.path / table
                 return (str(written) + "/" if any(written.glob("*.parquet")) else None,
-                        _table(kind, items))
+                        _table(kind, items, self._tags_json))
             return make
         return {table: source(kind, table) for kind, table, _ in APPENDED}
 
@@ -140,7 +142,7 @@ class HistoryWriter:
         folder = self.path / table
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = folder / f".{name}.tmp"
-        pq.write_table(data, tmp, use_dictionary=tables.repeating(table))
+        pq.write_table(data, tmp, use_dictionary=_arrow.repeating(table))
         os.replace(tmp, folder / name)
 
     def _write_info(self) -> None:
@@ -171,7 +173,7 @@ class HistoryWriter:
         table = files[0].parent.name
         tmp = files[0].parent / f".{files[0].name}.tmp"
         with pq.ParquetWriter(tmp, pq.read_schema(files[0]),
-                              use_dictionary=tables.repeating(table)) as merged:
+                              use_dictionary=_arrow.repeating(table)) as merged:
             for f in files:
                 for batch in pq.ParquetFile(f).iter_batches(use_threads=False):
                     merged.write_batch(batch)
@@ -187,10 +189,13 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _table(kind: str, items: list[Any]) -> Any:
-    """The Arrow table of journal items of ``kind`` (span items are chunks)."""
+def _table(kind: str, items: list[Any], tags_json: dict[int, Any]) -> Any:
+    """The Arrow table of journal items of ``kind`` (span and log items are chunks;
+    `tags_json` keeps each log tags dict's JSON from pass to pass)."""
     convert = next(convert for k, _, convert in APPENDED if k == kind)
-    return convert([(c, 0) for c in items]) if kind == "span" else convert(items)
+    if kind == "span":
+        return convert([(c, 0) for c in items])
+    return convert(items, tags_json) if kind == "log" else convert(items)
 
 
 class Watcher:

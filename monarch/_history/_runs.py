@@ -237,7 +237,7 @@ class History:
     def query(self, sql: str) -> Any:
         """Runs SQL over the history (see `monarch.telemetry._sql.query`); a pyarrow Table."""
         from ..telemetry._sql import query
-        from ..telemetry._tables import TABLES
+        from ..telemetry._arrow import TABLES
 
         return query(sql, {name: (lambda n=name: self.table_dir(n)) for name in TABLES})
 

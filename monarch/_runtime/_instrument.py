@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -127,21 +128,27 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
         except OSError as exc:
             print(f"monarch: no crash files for {identity.name}: {exc}", file=sys.stderr)
     sample = actor_sampler(runtime, recorder, queue_depth=enabled)
+    # One sampler and shipper at a time: the loop's looks, a flush from another thread and the
+    # final flush (a look that took an actor's flight records just before the final flush's
+    # last drain put them in the recorder after it: never shipped, lost uncounted).
+    shipping = threading.RLock()
 
     pace = Pace(time.monotonic())
 
     def ship() -> None:
-        sample()
-        send()
+        with shipping:
+            sample()
+            send()
 
     def send(live_only: bool = False) -> None:
-        if not live_only:
-            pace.bulk_at = time.monotonic()
-        if ingest is not None:  # the controller's own records: no need to encode them
-            wire = recorder.drain(live_only=live_only)
-            if wire is not None:
-                ingest(wire)
-        else:
+        with shipping:
+            if not live_only:
+                pace.bulk_at = time.monotonic()
+            if ingest is not None:  # the controller's own records: no need to encode them
+                wire = recorder.drain(live_only=live_only)
+                if wire is not None:
+                    ingest(wire)
+                return
             batch = recorder.drain_bytes(live_only=live_only)
             if batch and ship_to is not None and ship_to not in runtime.dead:
                 pace.sent_at = time.monotonic()
@@ -155,14 +162,20 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     def tick(chain: int) -> None:
         if chain != looks.chain or runtime._closing:
             return  # a live record started a new chain (`wake`)
-        now = time.monotonic()
-        bulk = pace.bulk_due(now)
-        busy = sample(full=bulk)
-        idle = not busy and recorder.pending() == 0
-        if bulk or recorder.due(BACKLOG):
-            send()
-        elif recorder.live() and pace.live_due(now):
-            send(live_only=True)
+        if not shipping.acquire(blocking=False):  # another thread ships (the final flush)
+            runtime.call_later(SHIP_S, lambda: tick(chain))
+            return
+        try:
+            now = time.monotonic()
+            bulk = pace.bulk_due(now)
+            busy = sample(full=bulk)
+            idle = not busy and recorder.pending() == 0
+            if bulk or recorder.due(BACKLOG):
+                send()
+            elif recorder.live() and pace.live_due(now):
+                send(live_only=True)
+        finally:
+            shipping.release()
         wait = looks.after(idle)
         if wait > SHIP_S:
             recorder.on_live = wake
@@ -177,18 +190,22 @@ def start_process(runtime: Any, *, enabled: bool, ship_to: str | None,
     if enabled:
         runtime.on_undelivered = lambda reason, n: telemetry.process_recorder().metrics.inc(
             ("messages_undelivered", reason), n)
-    runtime.final_telemetry = lambda: _final_flush(runtime, recorder, sample, ship_to, ingest)
+    runtime.final_telemetry = lambda: _final_flush(runtime, recorder, sample, ship_to, ingest,
+                                                   shipping)
 
 
-def _take_all(events: Any) -> tuple[Any, ...]:
-    """Empties a deque that another thread may be emptying too (the final flush samples from
-    its own thread): what each takes, it takes once; an empty deque ends it."""
-    taken = []
-    while True:
+def _take_all(items: Any, most: int = -1) -> list[Any]:
+    """Takes from the left of a deque that another thread may be emptying too (the final flush
+    samples from its own thread), `most` items at most (-1: all): what each takes, it takes
+    once; an empty deque ends it."""
+    taken: list[Any] = []
+    while most:
         try:
-            taken.append(events.popleft())
+            taken.append(items.popleft())
         except IndexError:
-            return tuple(taken)
+            break
+        most -= 1
+    return taken
 
 
 def crash_stem(run_dir: Any, proc: str) -> Any:
@@ -205,14 +222,21 @@ FINAL_NOTICE = "telemetry_final"
 
 
 def _final_flush(runtime: Any, recorder: Any, sample: Callable[..., bool], ship_to: str | None,
-                 ingest: Callable[[Any], object] | None) -> None:
+                 ingest: Callable[[Any], object] | None, shipping: Any) -> None:
     """Ships everything recorded so far (from any thread but the loop's: it may block), then,
-    in a proc, tells the controller that was the last of it."""
+    in a proc, tells the controller that was the last of it; no look samples or ships
+    meanwhile (`shipping` held)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()  # a line still in a buffer reaches the capture now
         except (OSError, ValueError):
             pass
+    with shipping:
+        _ship_all(runtime, recorder, sample, ship_to, ingest)
+
+
+def _ship_all(runtime: Any, recorder: Any, sample: Callable[..., bool], ship_to: str | None,
+              ingest: Callable[[Any], object] | None) -> None:
     sample()
     while True:
         if ingest is not None:
@@ -252,7 +276,6 @@ def actor_sampler(runtime: Any, recorder: Any,
     find it unchanged was ~5 % of a busy proc's Python under a burst of broadcasts."""
     last_depth: dict[str, int] = {}
     last_status: dict[str, tuple[Any, ...]] = {}
-    shipped: dict[str, int] = {}
     looked: dict[str, int] = {}
 
     def sample(full: bool = True) -> bool:
@@ -264,10 +287,9 @@ def actor_sampler(runtime: Any, recorder: Any,
             if looked.get(actor, 0) != recorded:
                 looked[actor] = recorded
                 busy = True
-            new = recorded - shipped.get(actor, 0)
+            new = len(slot.unshipped)
             if not full and not slot.lifecycle:  # its status waits for the full sample
                 if new >= EARLY_ENTRIES:
-                    shipped[actor] = recorded
                     recorder.add_message_group(flight_records(slot, new))
                 continue
             if queue_depth and full:
@@ -275,14 +297,13 @@ def actor_sampler(runtime: Any, recorder: Any,
                 if last_depth.get(actor) != depth:
                     last_depth[actor] = depth
                     telemetry.set_queue_depth(actor, depth)
-            events = _take_all(slot.lifecycle)
+            events = tuple(_take_all(slot.lifecycle))
             status = actor_status(slot, source, events)
             key = (status.state, status.running, status.queued, status.queued_methods)
             if last_status.get(actor) != key or events:
                 last_status[actor] = key
                 recorder.add_actor_status(status)
             if new > 0:
-                shipped[actor] = recorded
                 recorder.add_message_group(flight_records(slot, new))
         return busy
 
@@ -291,12 +312,10 @@ def actor_sampler(runtime: Any, recorder: Any,
 
 EARLY_ENTRIES = COLUMNS_FROM
 """New flight-recorder entries that have an actor's records taken at a look between two full
-samples (16): an actor that busy takes as many at each look as before (its recorder keeps 64,
-`_actors._slots.RECENT`, and loses the oldest past that: one handling more than ~490 messages a
-second between looks 0.1 s apart; 8 kept up to ~570), and they travel as columns, which the
-controller reads in half the time of rows (a burst of broadcasts to 1,024 actors shipped groups
-of 8 to 15 entries as rows); one among a thousand, with one or two a look, ships them with the
-bulk."""
+samples (16): a busy actor's entries do not wait for the bulk shipment (its recorder holds
+`_actors._slots.UNSHIPPED` at most), and they travel as columns, which the controller reads in
+half the time of rows (a burst of broadcasts to 1,024 actors shipped groups of 8 to 15 entries
+as rows); one among a thousand, with one or two a look, ships them with the bulk."""
 
 
 def actor_status(slot: Any, source: str, events: tuple = ()) -> telemetry.ActorStatus:
@@ -317,11 +336,12 @@ QUEUED_SHOWN = 16
 """Methods of waiting messages an actor status names (the count covers them all)."""
 
 
-def flight_records(slot: Any, newest: int) -> list[Any]:
-    """The last `newest` entries of the actor's flight recorder (at most all it keeps), as
-    one group (`telemetry.message_group`): the entries as they are, no work per entry."""
+def flight_records(slot: Any, count: int) -> list[Any]:
+    """The actor's first `count` unshipped flight-recorder entries (fewer if another sampler,
+    the final flush's, took some meanwhile), taken, as one group (`telemetry.message_group`):
+    the entries as they are."""
     return telemetry.message_group(slot.instance.actor_id, slot.header.name, slot.rank.rank,
-                                   list(slot.recent)[-newest:])
+                                   _take_all(slot.unshipped, count))
 
 
 def invocation_site(slot: Any, method: str) -> Any:
@@ -330,6 +350,12 @@ def invocation_site(slot: Any, method: str) -> Any:
     bytes: ``messages_handled``, ``handler_latency_seconds``, ``message_bytes``)."""
     header = slot.header
     return telemetry.invocation_site(header.name, header.class_name, slot.rank.rank, method)
+
+
+def count_dropped(kind: str) -> None:
+    """Counts a record of ``kind`` lost before the recorder took it
+    (``telemetry_dropped{kind}``, as the recorder counts its own drops)."""
+    telemetry.process_recorder().count_dropped(kind)
 
 
 def count_undelivered(reason: str) -> None:

@@ -103,7 +103,8 @@ def test_messages_table_of_good_and_bad_groups_matches_their_rows() -> None:
     the ``messages`` table has exactly the rows `message_rows` gives, in order."""
     import pyarrow as pa
     from monarch.telemetry._actors import message_rows, read_message_groups
-    from monarch.telemetry._tables import from_rows, messages
+    from monarch.telemetry._arrow import from_rows
+    from monarch.telemetry._tables import messages
 
     good = [(f"m{i}", f"ctrl-{i % 3}", i * S, i * S + 5, "ok" if i % 4 else "error", 10 * i)
             for i in range(50)]

@@ -20,6 +20,13 @@ from monarch.telemetry._actors import message_group
 from monarch.telemetry._capture import StreamTee
 
 
+def lines_of(wire: list) -> list[tuple]:
+    """A drained batch's lines as rows (hlc, wall, stream, level, text, tag index, trace
+    context): a recorder ships them as the columns of item 13."""
+    assert wire[3] == []  # no line as a row
+    return list(zip(*wire[13])) if wire[13] else []
+
+
 def test_drain_of_an_idle_recorder_is_none(recorder: Recorder) -> None:
     assert recorder.drain() is None
 
@@ -44,12 +51,12 @@ def test_batch_wire_format(recorder: Recorder, drain) -> None:
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom", "tb"))
     wire = drain(recorder)
     (version, resource, spans, logs, metrics, transfers, failures, sites, site_spans, statuses,
-     messages, log_tags, tallies) = wire
+     messages, log_tags, tallies, log_columns) = wire
     assert version == BATCH_VERSION and sites == [] and site_spans == [] and tallies == []
     assert statuses == [] and messages == [] and log_tags == []
     assert resource == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1"}
     assert spans[0][3] == "Trainer.step" and spans[0][8] == "proc-a"
-    assert logs == []
+    assert logs == [] and log_columns == []
     assert transfers[0][:5] == [1024, 0.5, "proc-a", "proc-b", "shm"]
     assert failures[0][0] == "trainer" and failures[0][7] == "boom"
     names = {m[0] for m in metrics}
@@ -116,13 +123,13 @@ def test_a_live_drain_takes_lines_failures_and_transfers_and_leaves_the_bulk(
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom"))
     live = recorder.drain(live_only=True)
     assert live is not None
-    (_, _, spans, logs, metrics, transfers, failures, sites, site_spans, statuses, groups, _,
-     tallies) = live
-    assert [x[4] for x in logs] == ["hello"] and len(failures) == 1
+    (_, _, spans, _, metrics, transfers, failures, sites, site_spans, statuses, groups, _,
+     tallies, _) = live
+    assert [x[4] for x in lines_of(live)] == ["hello"] and len(failures) == 1
     assert spans == metrics == sites == site_spans == statuses == groups == tallies == []
     assert recorder.drain(live_only=True) is None  # nothing live is left
     rest = recorder.drain()
-    assert rest is not None and not rest[3] and not rest[6]  # the lines went once
+    assert rest is not None and not rest[13] and not rest[6]  # the lines went once
     assert [s[3] for s in rest[2]] == ["work"] and len(rest[10]) == 1
     assert any(m[0] == "messages_handled" for m in rest[4])
 
@@ -135,7 +142,7 @@ def test_log_lines_carry_resource_and_actor_tags(recorder: Recorder, drain) -> N
     reset_actor_tags(token)
     tee.write("after\n")
     wire = drain(recorder)
-    logs, table = wire[3], wire[11]  # a line's tags: an index into the batch's tag table
+    logs, table = lines_of(wire), wire[11]  # a line's tags: an index into the batch's table
     assert table[logs[0][5]] == {"pid": os.getpid(), "host": "h1", "proc": "proc-a",
                                  "job": "j1", "mesh": "trainer", "actor_class": "Trainer",
                                  "rank": 2}
@@ -154,8 +161,8 @@ def test_lines_share_their_tags_through_the_batch_table(recorder: Recorder) -> N
     reset_actor_tags(token)
     tee.write("root\n")
     wire = recorder.drain()
-    assert len(wire[11]) == 2 and [line[5] for line in wire[3]] == [0, 0, 0, 0, 0, 1]
-    wire[3][2][5] = 7  # not in the table
+    assert len(wire[11]) == 2 and [line[5] for line in lines_of(wire)] == [0, 0, 0, 0, 0, 1]
+    wire[13][5][2] = 7  # not in the table
     batch = decode_batch(encode_batch(wire))
     assert [r.text for r in batch.logs] == ["t0", "t1", "t3", "t4", "root"]
     assert batch.invalid == 1
@@ -190,9 +197,9 @@ def test_log_lines_are_bounded_by_their_text_too() -> None:
     for i in range(10):
         recorder.add_log((i, i, "stdout", 20, "x" * 300, {}, None))
     assert recorder.dropped()["log"] == 6  # 4 fit under 1000 bytes
-    assert len(recorder.drain()[3]) == 4
+    assert len(lines_of(recorder.drain())) == 4
     recorder.add_log((11, 11, "stdout", 20, "y" * 300, {}, None))  # drained: room again
-    assert [line[4][0] for line in recorder.drain()[3]] == ["y"]
+    assert [line[4][0] for line in lines_of(recorder.drain())] == ["y"]
 
 
 def test_draining_while_actors_print_loses_no_line() -> None:
@@ -216,7 +223,7 @@ def test_draining_while_actors_print_loses_no_line() -> None:
         while any(t.is_alive() for t in printers) or recorder.statistics().pending["log"]:
             wire = recorder.drain(max_items=500, live_only=True)
             if wire is not None:
-                shipped += [line[4] for line in wire[3]]
+                shipped += [line[4] for line in lines_of(wire)]
         for thread in printers:
             thread.join()
     finally:

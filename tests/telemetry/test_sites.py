@@ -327,8 +327,8 @@ def test_a_pass_works_out_each_distinct_sites_columns_once(recorder: Recorder, d
         start_site_span(odd).end()
         store.ingest(encode_batch(drain(recorder)))
     made: list = []
-    real = tables._json
-    monkeypatch.setattr(tables, "_json", lambda value: made.append(value) or real(value))
+    real = tables.json_text
+    monkeypatch.setattr(tables, "json_text", lambda value: made.append(value) or real(value))
     table = tables.spans(store.span_chunks())
     assert table.num_rows == 18
     assert len([a for a in made if "labels" not in a]) == 2  # the two ranks' sites

@@ -12,7 +12,7 @@ from telemetry._recorder import Recorder
 
 def slot(actor_id: str) -> SimpleNamespace:
     return SimpleNamespace(
-        instance=SimpleNamespace(actor_id=actor_id), recorded=0, recent=deque(maxlen=64),
+        instance=SimpleNamespace(actor_id=actor_id), recorded=0, unshipped=deque(),
         lifecycle=deque(), running={}, waiting=deque(), state="running", rank=SimpleNamespace(
             rank=0), header=SimpleNamespace(mesh="m1", name="trainer", class_name="Trainer"),
         queue_depth=lambda: 0)
@@ -20,7 +20,7 @@ def slot(actor_id: str) -> SimpleNamespace:
 
 def handle(s: SimpleNamespace, n: int) -> None:
     for _ in range(n):
-        s.recent.append(("step", "root", 1, 2, "ok", 0, 0))
+        s.unshipped.append(("step", "root", 1, 2, "ok", 0, 0))
         s.recorded += 1
 
 
@@ -54,3 +54,17 @@ def test_a_look_between_bulk_shipments_takes_only_what_cannot_wait() -> None:
     handle(a, 1)
     assert sample(full=False) is True and taken(recorder) == ([], 0)
     assert sample(full=True) is False and taken(recorder)[1] == 1
+
+
+def test_an_actor_that_handles_many_between_looks_loses_no_entry() -> None:
+    """A recorder that kept the newest 64 lost the oldest, uncounted, once an actor handled
+    more than 64 messages between two looks (over ~640 a second)."""
+    a = slot("a")
+    runtime = SimpleNamespace(actors={"a": a}, identity=SimpleNamespace(name="proc-0"))
+    recorder = Recorder()
+    sample = actor_sampler(runtime, recorder, queue_depth=False)
+    handle(a, 500)
+    sample(full=False)
+    handle(a, 300)
+    sample(full=True)
+    assert taken(recorder)[1] == 800 and not a.unshipped

@@ -12,6 +12,7 @@ import pytest
 from monarch._history._client import HistoryClient
 from monarch._history._runs import History
 from monarch.telemetry import _tables
+from monarch.telemetry._logchunk import LogChunk
 from monarch.telemetry._records import LogRecord
 
 LINES = [("trainers", 0, "step 1"), ("trainers", 1, "it's rank 1"), ("gen", 0, "it's gen"),
@@ -25,7 +26,7 @@ def client(tmp_path: Path) -> HistoryClient:
                                                    "exit_code": 0}))
     records = [LogRecord(hlc, hlc * 1000, "stdout", 20, text, {"mesh": mesh, "rank": rank})
                for hlc, (mesh, rank, text) in enumerate(LINES, start=1)]
-    pq.write_table(_tables.logs(records), tmp_path / "logs" / "00000001.parquet")
+    pq.write_table(_tables.logs([LogChunk.of_records(records)]), tmp_path / "logs" / "00000001.parquet")
     return HistoryClient(History(tmp_path))
 
 

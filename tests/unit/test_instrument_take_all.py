@@ -12,7 +12,7 @@ from monarch._runtime._instrument import _take_all
 
 def test_threads_emptying_one_deque_take_each_event_once() -> None:
     events = collections.deque(range(200_000))
-    taken: list[tuple[int, ...]] = []
+    taken: list[list[int]] = []
     errors: list[BaseException] = []
 
     def take() -> None:
@@ -29,4 +29,5 @@ def test_threads_emptying_one_deque_take_each_event_once() -> None:
     assert errors == []
     flat = [e for part in taken for e in part]
     assert sorted(flat) == list(range(200_000))
-    assert _take_all(collections.deque()) == ()
+    assert _take_all(collections.deque()) == []
+    assert _take_all(collections.deque(range(5)), 3) == [0, 1, 2]  # at most that many
