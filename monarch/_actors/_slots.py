@@ -654,6 +654,7 @@ class SyncSlot(ActorSlot):
                 continue
             fn, args, kwargs, ctx = prepared
             begun = self.begin(msg, frames, ctx)
+            prepared = frames = None
             try:
                 if self.break_next:
                     self.break_next = False
@@ -663,8 +664,10 @@ class SyncSlot(ActorSlot):
                 else:
                     result = fn(self.obj, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
+                args = kwargs = None  # freed before the answer (see `_handle`)
                 self.finish(msg, begun, error=_strip(exc))
             else:
+                args = kwargs = None  # freed before the answer (see `_handle`)
                 self.finish(msg, begun, result)
 
     def _drain_refusing(self) -> None:
@@ -824,10 +827,12 @@ class AsyncSlot(ActorSlot):
             if prepared is None:
                 continue
             prop = self.endpoints.get(msg.method)
+            handling = self._handle(msg, prepared, frames)
+            prepared = frames = None  # the handler's own to let go of (`_handle`)
             if prop is not None and prop._concurrent:
-                self._spawn(self._handle(msg, prepared, frames))
+                self._spawn(handling)
             else:
-                await self._handle(msg, prepared, frames)
+                await handling
             if self._control:
                 await asyncio.sleep(0)  # a supervision is waiting: let it run first
 
@@ -870,20 +875,31 @@ class AsyncSlot(ActorSlot):
         self.stopped(reason, port)
         self._answer_pending()
 
-    async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context],
-                      frames: list[Any]) -> None:
+    async def _handle(self, msg: Call, prepared: tuple[Any, tuple, dict, Context] | None,
+                      frames: list[Any] | None) -> None:
+        """Runs one message's handler, then answers it. The message's frames and arguments are
+        let go of before the answer: once the caller has it, it may send the next big message
+        at once, whose buffer then reuses this one's memory instead of faulting in its own
+        (64 MiB: ~28 ms of page faults here)."""
+        assert prepared is not None and frames is not None
+        args: Any
+        kwargs: Any
         fn, args, kwargs, ctx = prepared
         begun = self.begin(msg, frames, ctx)
+        prepared = frames = None
         try:
             result = fn(self.obj, *args, **kwargs)
+            args = kwargs = None
             if asyncio.iscoroutine(result):
                 result = await result
         except asyncio.CancelledError as exc:
+            args = kwargs = None
             if _cancelling():  # the actor stopped or failed and ended its handlers
                 self.finish(msg, begun, dropped=True)
                 raise
             self.finish(msg, begun, error=_strip(exc))
         except BaseException as exc:  # noqa: BLE001 - goes to the caller or fails the actor
+            args = kwargs = None
             self.finish(msg, begun, error=_strip(exc))
         else:
             self.finish(msg, begun, result)
