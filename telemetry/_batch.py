@@ -20,9 +20,11 @@ Wire form (a msgpack-friendly list)::
      tallies,           # [[site index, count, sum of durations ns, bytes in, bucket counts,
                         #  newest end ns], ...]: per invocation site, its spans drained and
                         #  those a full buffer dropped (`monarch.telemetry._sites.Tallies`)
-     log_columns]       # [hlcs, wall_ns list, streams, levels, texts, indices into log_tags,
+     log_columns,       # [hlcs, wall_ns list, streams, levels, texts, indices into log_tags,
                         #  trace contexts (None or [trace id, span id])]: a proc's lines as
                         #  columns (`monarch.telemetry._logchunk`); ``logs`` is then empty
+     log_tag_numbers]   # [int, ...]: the sender's number of each log_tags dict (the same
+                        #  number, the same tags, for the sender's life)
 
 Site span ``p`` is the `SpanRecord` named after its site ``sites[site_indices[p]]``, with the
 site's attributes plus ``{value_key: values[p]}`` (if value_key is not None), from the batch's
@@ -143,7 +145,7 @@ def decode_columns(wire: list[Any]) -> tuple[list[list[Any]], int]:
     return columns, invalid
 
 
-def _as_is(tags: dict[str, Any]) -> dict[str, Any]:
+def _as_is(tags: dict[str, Any], number: int | None) -> dict[str, Any]:
     return tags
 
 

@@ -18,9 +18,11 @@ lists for each new line. Not thread-safe: the store calls it under its lock.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import operator
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ._budget import LOG_BYTES
@@ -101,9 +103,10 @@ class LogBook:
             chunks.append(chunk)
         return evicted, chunks
 
-    def shared(self, tags: dict[str, Any]) -> dict[str, Any]:
-        """The one dict of these tags the book keeps (see `_Interner`)."""
-        return self._tags.shared(tags)
+    def sharer(self, source: str) -> Callable[[dict[str, Any], int | None], dict[str, Any]]:
+        """What gives the one dict of some tags the book keeps (see `_Interner`), for tags
+        process `source` sent with its number for them (or None)."""
+        return functools.partial(self._tags.numbered, source)
 
     def _added(self, first: int) -> int:
         """Keeps the sort bookkeeping after lines were appended from `first` on; evicts."""
@@ -187,6 +190,21 @@ class _Interner:
     def __init__(self) -> None:
         self._dicts: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._last: tuple[Any, Any] = (None, None)  # (a dict given, its shared one)
+        self._numbers: dict[tuple[str, int], dict[str, Any]] = {}  # (source, its number)
+
+    def numbered(self, source: str, tags: dict[str, Any], number: int | None) -> dict[str, Any]:
+        """`shared`, for tags process `source` numbered: the dict shared last for that number
+        when it is equal (a C comparison), without hashing the tags' items again."""
+        if number is None:
+            return self.shared(tags)
+        key = (source, number)
+        found = self._numbers.get(key)
+        if found is None or found != tags:
+            found = self.shared(tags)
+            if len(self._numbers) >= self.MAX:
+                self._numbers.clear()
+            self._numbers[key] = found
+        return found
 
     def shared(self, tags: dict[str, Any]) -> dict[str, Any]:
         last_given, last_shared = self._last
@@ -205,6 +223,7 @@ class _Interner:
         if found is None:
             if len(self._dicts) >= self.MAX:
                 self._dicts.clear()
+            self._numbers.clear()  # what they name may be let go of
             found = self._dicts[key] = tags
         return found
 

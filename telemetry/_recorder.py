@@ -18,7 +18,7 @@ from typing import Any
 from ._actors import pack_columns
 from ._batch import BATCH_VERSION, encode_batch
 from ._crashlog import CrashLog, recover
-from ._logchunk import wire_columns
+from ._logchunk import TagNumbers, wire_columns
 from ._metrics import MetricsTable
 from ._records import ActorStatus, FailureRecord, MetricPoint, TransferRecord
 from ._sites import Tallies, drain_site_spans
@@ -55,6 +55,7 @@ class Recorder:
         self._spans = self._queues["span"]
         self._site_spans: deque[Any] = deque()  # ended site spans; counted as kind "span"
         self._tallies = Tallies()  # per invocation site: its spans drained or dropped
+        self._tag_numbers = TagNumbers()  # the lines' tags objects, numbered (item 14)
         self._logs = self._queues["log"]
         self._max_spans, self._max_logs = max_spans, max_logs
         self._max_log_bytes = max_log_bytes
@@ -210,7 +211,8 @@ class Recorder:
             if self.crash is not None and self._crash_clear:
                 self.crash.turn()  # what the other file held was shipped by the last drain
             taken = _take(self._logs, max_items)
-            log_columns, log_tags = wire_columns(taken, resource) if taken else ([], [])
+            log_columns, log_tags, numbers = (wire_columns(taken, resource, self._tag_numbers)
+                                              if taken else ([], [], []))
             shipped = sum(map(len, map(_TEXT, taken)))
             self._log_bytes = _recount(self._logs, self._log_bytes - shipped)
             transfers = [r.to_wire() for r in _take(self._queues["transfer"], max_items)]
@@ -223,7 +225,7 @@ class Recorder:
                 or statuses or messages):
             return None
         return [BATCH_VERSION, dict(resource), spans, [], metrics, transfers, failures, sites,
-                site_spans, statuses, messages, log_tags, tallies, log_columns]
+                site_spans, statuses, messages, log_tags, tallies, log_columns, numbers]
 
     def _take_bulk(self, max_items: int) -> tuple[list[Any], ...]:
         """(spans, sites, site spans, their tallies, metric points, statuses, message
@@ -250,6 +252,7 @@ class Recorder:
             queue.clear()
         self._site_spans.clear()
         self._tallies = Tallies()
+        self._tag_numbers = TagNumbers()
         self._statuses.clear()
         self._messages.clear()
         self._message_count = 0

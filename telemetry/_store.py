@@ -131,7 +131,8 @@ class Store:
                 site_spans: SiteSpanColumns | None, invalid: int, wire: Any = ()) -> None:
         source, pid = source_of(resource), resource.get("pid")
         with self._lock:
-            lines, bad_lines = read_columns(wire, self._logs.shared) if wire else (None, 0)
+            lines, bad_lines = (read_columns(wire, self._logs.sharer(source)) if wire
+                                else (None, 0))
             self._invalid += invalid + bad_lines
             self._set_resource(source, resource)
             self._add_all(records, pid, site_spans, lines, str(resource.get("proc", "")))

@@ -11,7 +11,7 @@ import pytest
 
 from monarch.telemetry import LogRecord, Store, _tables
 from monarch.telemetry._batch import BATCH_VERSION
-from monarch.telemetry._logchunk import LogChunk, read_columns, wire_columns
+from monarch.telemetry._logchunk import LogChunk, TagNumbers, read_columns, wire_columns
 from monarch.telemetry._recorder import Recorder
 
 TRACE, SPAN = os.urandom(16), os.urandom(8)
@@ -31,7 +31,7 @@ def drained(lines: int = 5) -> list:
 def test_what_a_recorder_drains_reads_back_line_for_line() -> None:
     wire = drained()
     assert wire[3] == [] and len(wire[11]) == 2  # no row; a tags dict per distinct dict
-    chunk, bad = read_columns(wire, lambda tags: tags)
+    chunk, bad = read_columns(wire, lambda tags, number: tags)
     assert bad == 0 and chunk is not None and len(chunk) == 5
     records = chunk.records()
     assert [r.text for r in records] == [f"line {i}" for i in range(5)]
@@ -53,7 +53,7 @@ def test_what_a_recorder_drains_reads_back_line_for_line() -> None:
 def test_a_line_that_does_not_read_is_counted_and_the_others_kept(spoil) -> None:
     wire = drained()
     spoil(wire[13])
-    chunk, bad = read_columns(wire, lambda tags: tags)
+    chunk, bad = read_columns(wire, lambda tags, number: tags)
     assert bad == 1 and chunk is not None
     kept = [r.text for r in chunk.records()]
     assert len(kept) == 4 and "line 0" in kept
@@ -63,7 +63,7 @@ def test_a_line_that_does_not_read_is_counted_and_the_others_kept(spoil) -> None
 def test_garbage_in_place_of_the_columns_is_counted_never_raised(garbage) -> None:
     wire = drained()
     wire[13] = garbage
-    chunk, bad = read_columns(wire, lambda tags: tags)
+    chunk, bad = read_columns(wire, lambda tags, number: tags)
     assert chunk is None and (bad >= 1 or not garbage)
 
 
@@ -99,8 +99,26 @@ def test_wire_columns_carry_each_tags_object_once_with_the_resource() -> None:
     a, b = {"mesh": "m", "rank": 0}, {"mesh": "m", "rank": 1}
     lines = [(1, 1, "stdout", 20, "x", a, None), (2, 2, "stderr", 30, "y", b, None),
              (3, 3, "stdout", 20, "z", a, None)]
-    columns, table = wire_columns(lines, {"proc": "p"})
+    numbers = TagNumbers()
+    columns, table, numbered = wire_columns(lines, {"proc": "p"}, numbers)
     assert columns[5] == [0, 1, 0] and table == [{"proc": "p", **a}, {"proc": "p", **b}]
+    assert numbered == [1, 2] and wire_columns(lines[1:], {"proc": "p"}, numbers)[2] == [2, 1]
     assert columns[:5] == [[1, 2, 3], [1, 2, 3], ["stdout", "stderr", "stdout"], [20, 30, 20],
                            ["x", "y", "z"]]
     assert [BATCH_VERSION] != columns  # a plain list of columns, not a batch
+
+
+def test_numbered_tags_share_one_dict_and_a_number_that_lies_is_not_believed() -> None:
+    """The store shares the dict it made of a process's numbered tags without hashing them
+    again; tags that differ from what the number named before are interned as they are."""
+    store = Store()
+    first, second = drained(), drained()
+    assert first[14] == second[14] == [1, 2]  # the same tags objects: the same numbers
+    store.ingest(msgpack.packb(first, use_bin_type=True))
+    store.ingest(msgpack.packb(second, use_bin_type=True))
+    lines = store.logs(limit=100)
+    assert len({id(r.tags) for r in lines}) == 2
+    liar = drained()
+    liar[11][0]["rank"] = 99  # number 1 now comes with other tags
+    store.ingest(msgpack.packb(liar, use_bin_type=True))
+    assert sorted({r.tags["rank"] for r in store.logs(limit=100)}) == [0, 1, 99]

@@ -51,12 +51,12 @@ def test_batch_wire_format(recorder: Recorder, drain) -> None:
     recorder.add_failure(FailureRecord("trainer", 1, "Trainer", "h1", 7, None, None, "boom", "tb"))
     wire = drain(recorder)
     (version, resource, spans, logs, metrics, transfers, failures, sites, site_spans, statuses,
-     messages, log_tags, tallies, log_columns) = wire
+     messages, log_tags, tallies, log_columns, log_tag_numbers) = wire
     assert version == BATCH_VERSION and sites == [] and site_spans == [] and tallies == []
     assert statuses == [] and messages == [] and log_tags == []
     assert resource == {"pid": os.getpid(), "host": "h1", "proc": "proc-a", "job": "j1"}
     assert spans[0][3] == "Trainer.step" and spans[0][8] == "proc-a"
-    assert logs == [] and log_columns == []
+    assert logs == [] and log_columns == [] and log_tag_numbers == []
     assert transfers[0][:5] == [1024, 0.5, "proc-a", "proc-b", "shm"]
     assert failures[0][0] == "trainer" and failures[0][7] == "boom"
     names = {m[0] for m in metrics}
@@ -124,7 +124,7 @@ def test_a_live_drain_takes_lines_failures_and_transfers_and_leaves_the_bulk(
     live = recorder.drain(live_only=True)
     assert live is not None
     (_, _, spans, _, metrics, transfers, failures, sites, site_spans, statuses, groups, _,
-     tallies, _) = live
+     tallies, _, _) = live
     assert [x[4] for x in lines_of(live)] == ["hello"] and len(failures) == 1
     assert spans == metrics == sites == site_spans == statuses == groups == tallies == []
     assert recorder.drain(live_only=True) is None  # nothing live is left
