@@ -223,7 +223,7 @@ class _Interner:
         if found is None:
             if len(self._dicts) >= self.MAX:
                 self._dicts.clear()
-            self._numbers.clear()  # what they name may be let go of
+                self._numbers.clear()  # what they name may be let go of
             found = self._dicts[key] = tags
         return found
 

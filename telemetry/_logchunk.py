@@ -5,9 +5,10 @@ stamps, wall times, streams, levels and texts, each line's index into the batch'
 and each line's trace context (None, or its trace and span ids). The controller checks each
 column as a whole, in C where it can, and keeps the columns: ingesting a batch of lines costs
 no Python step per line (the log book makes its rows and keys from them in C, the journal
-holds the chunk whole, the history makes its Arrow columns from them). At 1,024 actors printing a line per call, making a record per line,
-putting it in its place and journaling it took ~12 µs of the controller a line, ~12 ms of a
-50 ms round (dropping the lines at the controller made the round 10 ms shorter).
+holds the chunk whole, the history makes its Arrow columns from them). At 1,024 actors
+printing a line per call, making a record per line, putting it in its place and journaling it
+took ~12 µs of the controller a line, ~12 ms of a 50 ms round (dropping the lines at the
+controller made the round 10 ms shorter).
 
 Columns that do not check out are read line by line, as rows: the readable lines are kept, the
 others counted as invalid.
@@ -27,7 +28,8 @@ _CONTEXT_TYPES = {type(None), list, tuple}  # a line's trace context: none, or (
 
 
 class LogChunk:
-    """Lines ``0 .. len - 1``, line ``p`` at row ``p`` of every column, in HLC order."""
+    """Lines ``0 .. len - 1``, line ``p`` at row ``p`` of every column, in the order they were
+    buffered (a proc's lines, nearly in HLC order: the log book sorts what it must)."""
 
     __slots__ = ("bytes", "contexts", "hlcs", "levels", "line_bytes", "streams", "tags",
                  "texts", "walls")
@@ -37,7 +39,7 @@ class LogChunk:
         self.hlcs, self.walls, self.streams, self.levels = hlcs, walls, streams, levels
         self.texts, self.tags, self.contexts = texts, tags, contexts
         self.line_bytes = LOG_BYTES * len(texts) + sum(map(sys.getsizeof, texts))
-        """The lines' estimated bytes, as the log book counts them (`monarch.telemetry._budget`)."""
+        """The lines' estimated bytes, as the log book counts them (`telemetry._budget`)."""
         self.bytes = GROUP_BYTES + self.line_bytes
         """Estimated bytes of the chunk held whole (a journal's item)."""
 

@@ -26,7 +26,8 @@ def client(tmp_path: Path) -> HistoryClient:
                                                    "exit_code": 0}))
     records = [LogRecord(hlc, hlc * 1000, "stdout", 20, text, {"mesh": mesh, "rank": rank})
                for hlc, (mesh, rank, text) in enumerate(LINES, start=1)]
-    pq.write_table(_tables.logs([LogChunk.of_records(records)]), tmp_path / "logs" / "00000001.parquet")
+    pq.write_table(_tables.logs([LogChunk.of_records(records)]),
+                   tmp_path / "logs" / "00000001.parquet")
     return HistoryClient(History(tmp_path))
 
 
