@@ -237,3 +237,54 @@ def test_a_new_job_sweeps_run_directories_of_dead_controllers(tmp_path):
     ''')], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert not dead_dir.exists() and (run_root / "someone-else").exists()
+
+
+def _zygotes_of(pid: int) -> list[int]:
+    """The zygotes (`monarch._proc._zygote`) whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"monarch._proc._zygote" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def test_the_local_zygote_starts_with_the_job_and_a_job_that_does_not_start_leaves_none(
+        tmp_path):
+    """The controller starts its zygote first thing at the job's start (its imports run beside
+    the controller's own), before any `spawn_procs`; a setting that stops the job from starting
+    lets it go."""
+    path = tmp_path / "start.py"
+    path.write_text(textwrap.dedent(f'''
+        import json, os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_controller_lifetime import _zygotes_of
+        from waiting import wait_until
+        from monarch.actor import this_host
+
+        os.environ["MONARCH_TELEMETRY_MB"] = "lots"
+        try:
+            this_host()
+        except ValueError as exc:
+            refused = str(exc)
+        wait_until(lambda: not _zygotes_of(os.getpid()), "the unused zygote to end")
+        os.environ["MONARCH_TELEMETRY_MB"] = "64"
+        this_host()  # starts the job: its zygote runs before any spawn_procs
+        early = _zygotes_of(os.getpid())
+        print(json.dumps({{"refused": refused, "early": early}}), flush=True)
+    '''))
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=90, cwd=tmp_path, env=dict(os.environ,
+                                                            MONARCH_RUN_DIR=str(tmp_path / "run")))
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "MONARCH_TELEMETRY_MB" in result["refused"] and len(result["early"]) == 1
+    wait_gone(*result["early"])  # and it ended with the script

@@ -133,7 +133,8 @@ class HistoryWriter:
               reason: str = "") -> None:
         """The last flush; marks the job as ended (with its exit code and why)."""
         self.flush(actor_rows)
-        self.info.update(ended=time.time(), exit_code=exit_code, reason=reason)
+        self.info.update(ended=time.time(), exit_code=exit_code, reason=reason,
+                         bytes=_history_bytes(self.path))
         self._write_info()
 
     def _write(self, table: str, data: Any, name: str) -> None:
@@ -189,6 +190,11 @@ def _size(path: Path) -> int:
         return 0
 
 
+def _history_bytes(path: Path) -> int:
+    """The bytes of a history's files, once it ended (`_history._runs.prune` reads it)."""
+    return sum(_size(f) for f in path.rglob("*") if f.is_file())
+
+
 def _table(kind: str, items: list[Any], tags_json: dict[int, Any]) -> Any:
     """The Arrow table of journal items of ``kind`` (span and log items are chunks;
     `tags_json` keeps each log tags dict's JSON from pass to pass)."""
@@ -213,8 +219,6 @@ class Watcher:
         """Starts the thread (and the history, if on, bounded by ``max_bytes``)."""
         if history:
             try:
-                days, total_mb = getattr(self.job, "prune_limits", (None, None))
-                prune(days, total_mb, spare=self.job.job_id)
                 self.history = HistoryWriter(self.job, history_dir(self.job.job_id), max_bytes)
             except OSError as exc:
                 print(f"monarch: no job history: {exc}", file=sys.stderr)
@@ -224,6 +228,12 @@ class Watcher:
 
     def _run(self) -> None:
         if self.history is not None:
+            # on this thread, not at the job's start: the first spawn does not wait for it
+            days, total_mb = getattr(self.job, "prune_limits", (None, None))
+            try:
+                prune(days, total_mb, spare=self.job.job_id)
+            except OSError as exc:
+                print(f"monarch: old job histories not pruned: {exc}", file=sys.stderr)
             import pyarrow.parquet  # noqa: F401 - here, at the job's start, not in its first
             # pass among the calls: the import holds the GIL for ~0.1 s
             self._next_history = time.monotonic() + HISTORY_S  # the first pass: a full one

@@ -27,7 +27,7 @@ from .. import config, telemetry
 from .._runtime._context import Context, Instance, install_log_prefix, set_root
 from .._runtime._settings import follow_settings, proc_settings
 from .._runtime._future import Future, when_all
-from .._host._agent import HostAgent
+from .._host._agent import HostAgent, Started
 from .._mesh._host_mesh import LOCAL_HOST, local_host_mesh
 from .._runtime._identity import ProcessIdentity, set_current_process
 from .._mesh._proc_mesh import ProcMesh
@@ -75,12 +75,21 @@ def _space_young_collections(gen0: int) -> None:
         gc.set_threshold(gen0, gen1, gen2)
 
 
-def ensure_job() -> "Job":
-    """Returns this process's job, starting it (this process becomes the controller)."""
+def ensure_job(zygote: Started | None = None) -> "Job":
+    """Returns this process's job, starting it (this process becomes the controller); its
+    local host agent takes `zygote` (started ahead, `_host._agent.start_zygote`), which is let
+    go of when the job runs already or does not start."""
     global _job
     with _lock:
         if _job is None:
-            _job = Job()
+            try:
+                _job = Job(zygote)
+                zygote = None
+            finally:
+                if zygote is not None:
+                    zygote.close()
+        elif zygote is not None:
+            zygote.close()
         return _job
 
 
@@ -92,7 +101,7 @@ def current_job() -> "Job | None":
 class Job:
     """The controller's job-level state. Created by `ensure_job`."""
 
-    def __init__(self) -> None:
+    def __init__(self, zygote: Started | None = None) -> None:
         # settings first: one that does not read stops the job before it made anything
         budget = Budget.from_mb(number("MONARCH_TELEMETRY_MB", DEFAULT_MB, above=True))
         _malloc.limit_arenas()  # before the job's threads start (see `_runtime._malloc`)
@@ -139,8 +148,10 @@ class Job:
         self.proc_extents: dict[str, tuple[list[str], list[int]]] = {}
         """Proc mesh id -> its (labels, sizes), for the admin API (I/O thread)."""
         self.telemetry_enabled = _instrument.enabled_by_default()
-        self.agent = self._local_agent()
+        self.agent = self._local_agent(zygote)
         """This host's agent: its zygote forks the job's local procs."""
+        if zygote is not None:
+            self.agent.start()  # takes the zygote started ahead (closed with the agent)
         self.host_mesh = local_host_mesh(LOCAL_HOST)
         view = View.dense([], [])
         self.proc_mesh = ProcMesh(procs="ctl", table=(self.runtime.address,), full=view,
@@ -206,14 +217,14 @@ class Job:
         """The admin API's topology (from any thread but the I/O thread)."""
         return views.topology(self._on_io(views.snapshot)(self).get(timeout=5), self.store)
 
-    def _local_agent(self) -> HostAgent:
+    def _local_agent(self, zygote: Started | None = None) -> HostAgent:
         return HostAgent(
             on_fork=lambda proc, pid: self.runtime.call_soon(
                 lambda: self.supervisor.proc_forked(proc, pid)),
             on_exit=lambda pid, status: self.runtime.call_soon(
                 lambda: self._local_proc_exited(pid, status)),
             on_lost=lambda: self.runtime.call_soon(
-                lambda: self.supervisor.lost_host(LOCAL_HOST)))
+                lambda: self.supervisor.lost_host(LOCAL_HOST)), started=zygote)
 
     def _record_exit(self) -> None:
         """Chains `sys.excepthook`: an uncaught exception ends the script with status 1 (130

@@ -11,9 +11,12 @@ from .._runtime import _context
 
 
 def _start_job() -> None:
+    from .._host._agent import start_zygote
+
+    zygote = start_zygote()  # its imports run beside the controller's (`start_zygote`)
     from ._job import ensure_job
 
-    ensure_job()
+    ensure_job(zygote)
 
 
 _context.set_job_starter(_start_job)

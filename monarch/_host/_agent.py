@@ -108,12 +108,49 @@ def prefork() -> Prefork | None:
     return Prefork(pid, ours)
 
 
+class Started:
+    """A zygote started ahead of its `HostAgent` (`start_zygote`): its process and our end of
+    its socket, for the agent to take."""
+
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.process, self.sock = process, sock
+
+    def close(self) -> None:
+        """Lets it go unused: its socket closed, it exits."""
+        self.sock.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_zygote(python: str | None = None, env: dict[str, str] | None = None) -> Started:
+    """Starts a zygote (`python -m monarch._proc._zygote`) now, for a `HostAgent` made later
+    to take (`started=`): a controller starts its local one first thing, so the zygote's
+    imports of the proc runtime (~0.1-0.2 s) run beside the controller's own job start, not
+    after it, at the first `spawn_procs`."""
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [python or sys.executable, "-m", ZYGOTE, str(theirs.fileno()), str(os.getpid())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
+            env=proc_environment(env))
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return Started(process, ours)
+
+
 class HostAgent:
     """Forks procs on this host and reports their pids and exits."""
 
     def __init__(self, on_fork: Callable[[str, int], None], on_exit: Callable[[int, int], None],
                  on_lost: Callable[[], None], python: str | None = None,
-                 env: dict[str, str] | None = None, forked: Prefork | None = None) -> None:
+                 env: dict[str, str] | None = None, forked: Prefork | None = None,
+                 started: Started | None = None) -> None:
         self.python = python or sys.executable
         """The interpreter the zygote (and so every proc it forks) runs."""
         self._env = env
@@ -123,6 +160,9 @@ class HostAgent:
             forked.sock.close()  # another interpreter was asked for: that one is not used
             forked.kill()
             forked.wait()
+        self._started_zygote = started
+        """A zygote started already (`start_zygote`, with this agent's interpreter and
+        environment), taken instead of starting one."""
         self._on_fork = on_fork
         self._on_exit = on_exit
         self._on_lost = on_lost
@@ -197,6 +237,8 @@ class HostAgent:
                 env = proc_environment(self._env)
                 ours.sendall(msgpack.packb({"op": "environ", "env": env}))
                 self._zygote = self._forked  # type: ignore[assignment]
+            elif self._started_zygote is not None:
+                ours, self._zygote = self._started_zygote.sock, self._started_zygote.process
             else:
                 ours, theirs = socket.socketpair()
                 self._zygote = subprocess.Popen(
