@@ -51,14 +51,6 @@ class LogChunk:
         return list(map(row_record, self.hlcs, self.walls, self.streams, self.levels,
                         self.texts, self.tags, self.contexts))
 
-    def trace_ids(self) -> list[bytes | None]:
-        """Each line's trace id, or None."""
-        return [context_id(c, 0) for c in self.contexts]
-
-    def span_ids(self) -> list[bytes | None]:
-        """Each line's span id, or None."""
-        return [context_id(c, 1) for c in self.contexts]
-
     @classmethod
     def of_records(cls, records: list[LogRecord]) -> LogChunk:
         """The chunk of records made elsewhere (the controller's own lines), in their order."""
