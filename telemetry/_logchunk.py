@@ -136,8 +136,16 @@ def read_columns(wire: list[Any], shared: _Shared) -> tuple[LogChunk | None, int
     if _check_out(columns, table):
         hlcs, walls, streams, levels, texts, indices, contexts = columns
         return LogChunk(hlcs, walls, list(map(sys.intern, streams)), levels, texts,
-                        list(map(table.__getitem__, indices)), contexts), 0
+                        list(map(table.__getitem__, indices)), _tuples(contexts)), 0
     return _salvage(columns, table)
+
+
+def _tuples(contexts: list[Any]) -> list[Any]:
+    """The trace contexts as tuples (msgpack makes lists): a tuple of bytes is what the garbage
+    collector stops tracking, a list never; in C when every line has one."""
+    if None not in contexts:
+        return list(map(tuple, contexts))
+    return [None if c is None else tuple(c) for c in contexts]
 
 
 def _check_out(columns: Any, table: list[Any]) -> bool:
@@ -169,7 +177,8 @@ def _salvage(columns: Any, table: list[Any]) -> tuple[LogChunk | None, int]:
                 and type(level) is int and type(text) is str and type(index) is int
                 and 0 <= index < len(table) and table[index] is not None
                 and type(context) in _CONTEXT_TYPES and 0 <= hlc < 1 << 63):
-            kept.append((hlc, wall, sys.intern(stream), level, text, table[index], context))
+            kept.append((hlc, wall, sys.intern(stream), level, text, table[index],
+                         None if context is None else tuple(context)))
     longest = max((len(c) for c in columns if hasattr(c, "__len__")), default=1) \
         if isinstance(columns, (list, tuple)) else 1
     bad = max(longest, 1) - len(kept)
