@@ -79,3 +79,28 @@ def test_limits_come_from_the_environment_and_refuse_nonsense(
     monkeypatch.setenv("MONARCH_HISTORIES_MB", "nope")
     with pytest.raises(ValueError, match="MONARCH_HISTORIES_MB='nope'"):
         _history.prune()
+
+
+def test_an_ended_historys_size_is_the_one_its_writer_noted(root: Path) -> None:
+    """Pruning reads an ended history's size from its `job.json` (its writer notes it at the
+    end) instead of walking its files at each job's start; a crashed one's is counted."""
+    noted = make(root, "a-noted", days_ago=2, state="finished")  # empty files, 3 MB noted
+    info = json.loads((noted / "job.json").read_text())
+    (noted / "job.json").write_text(json.dumps({**info, "bytes": 3_000_000}))
+    make(root, "b-crashed", days_ago=1.5, state="crashed", mb=2)  # no note: counted
+    make(root, "c-clean", days_ago=1, state="finished", mb=1)
+    assert _history.prune(days=7, total_mb=3.5) == ["a-noted"]  # 6 MB by the note: it goes
+    assert _history.prune(days=7, total_mb=2.5) == ["c-clean"]  # 3 MB with the crashed one
+
+
+def test_a_job_that_ends_notes_its_historys_size(tmp_path: Path) -> None:
+    from monarch._controller._history_writer import HistoryWriter
+    from monarch.telemetry import Store
+
+    job = type("Job", (), {"store": Store(), "job_id": "j1", "hostname": "h", "started": 1.0})()
+    writer = HistoryWriter(job, tmp_path / "j1", 10**8)
+    (tmp_path / "j1" / "logs").mkdir()
+    (tmp_path / "j1" / "logs" / "0.parquet").write_bytes(b"x" * 1234)
+    writer.close(None, 0)
+    info = json.loads((tmp_path / "j1" / "job.json").read_text())
+    assert info["ended"] is not None and info["bytes"] >= 1234
