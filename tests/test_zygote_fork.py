@@ -46,9 +46,15 @@ class Where(Actor):
 
 
 def one_host() -> tuple[ProcessJob, list]:
+    """A ProcessJob of one host and where its two procs run; the job is killed if that fails
+    (its worker outlived a failed spawn once, found at the session's end)."""
     job = ProcessJob({"hosts": 1})
-    procs = job.state(cached_path=None).hosts.spawn_procs(per_host={"gpus": 2})
-    found = list(procs.spawn("where", Where).where.call().get(timeout=60).values())
+    try:
+        procs = job.state(cached_path=None).hosts.spawn_procs(per_host={"gpus": 2})
+        found = list(procs.spawn("where", Where).where.call().get(timeout=60).values())
+    except BaseException:
+        job.kill()
+        raise
     return job, found
 
 
