@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import telemetry
-from .._history._runs import JOB_FILE, history_dir, prune
+from .._history._runs import JOB_FILE, history_bytes, history_dir, prune
 from .._runtime import _malloc
 from .._runtime._pids import start_time
 from ..telemetry import _arrow, _tables as tables
@@ -134,7 +134,7 @@ class HistoryWriter:
         """The last flush; marks the job as ended (with its exit code and why)."""
         self.flush(actor_rows)
         self.info.update(ended=time.time(), exit_code=exit_code, reason=reason,
-                         bytes=_history_bytes(self.path))
+                         bytes=history_bytes(self.path))
         self._write_info()
 
     def _write(self, table: str, data: Any, name: str) -> None:
@@ -188,11 +188,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:  # compacted meanwhile
         return 0
-
-
-def _history_bytes(path: Path) -> int:
-    """The bytes of a history's files, once it ended (`_history._runs.prune` reads it)."""
-    return sum(_size(f) for f in path.rglob("*") if f.is_file())
 
 
 def _table(kind: str, items: list[Any], tags_json: dict[int, Any]) -> Any:

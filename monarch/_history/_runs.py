@@ -171,10 +171,12 @@ def _ended_size(path: Path, info: dict[str, Any]) -> int:
     walked every file of every history kept: 0.1 s of it with 155 histories), else (a crashed
     job's) counted."""
     noted = info.get("bytes")
-    return noted if type(noted) is int and info.get("ended") is not None else _size(path)
+    return noted if type(noted) is int and info.get("ended") is not None else history_bytes(path)
 
 
-def _size(path: Path) -> int:
+def history_bytes(path: Path) -> int:
+    """The bytes of a history's folder, as pruning counts them (its writer notes this in
+    `job.json` when the job ends)."""
     total = 0
     for f in path.rglob("*"):
         try:
@@ -186,7 +188,7 @@ def _size(path: Path) -> int:
 
 def _size_of_live(root: Path, spare: str | None) -> int:
     """The bytes of running jobs' histories (they count, they are never removed)."""
-    return sum(_size(p) for p in root.iterdir() if p.is_dir() and (
+    return sum(history_bytes(p) for p in root.iterdir() if p.is_dir() and (
         p.name == spare or (read_info(p) or {}).get("state") == "running"))
 
 
