@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from ._columns import SiteSpanColumns
@@ -82,6 +83,12 @@ DEFAULT = Budget.from_mb(DEFAULT_MB)
 def text_bytes(text: Any) -> int:
     """What a string costs (its object; O(1))."""
     return sys.getsizeof(text) if type(text) is str else 64
+
+
+def log_lines_bytes(texts: Sequence[str]) -> int:
+    """Log lines given by their texts, as the log book and the journals count them (in C:
+    `sys.getsizeof` of each text)."""
+    return LOG_BYTES * len(texts) + sum(map(sys.getsizeof, texts))
 
 
 def chunk_bytes(chunk: Any) -> int:

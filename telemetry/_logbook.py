@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ._budget import LOG_BYTES
+from ._budget import log_lines_bytes
 from ._logchunk import LogChunk, row_record
 from ._records import LogRecord
 
@@ -78,7 +78,7 @@ class LogBook:
                                None if record.trace_id is None
                                else (record.trace_id, record.span_id)))
             self._tags_of.append(tags)
-            self.bytes += LOG_BYTES + sys.getsizeof(record.text)
+        self.bytes += log_lines_bytes([record.text for record in records])
         return self._added(first)
 
     def add_chunk(self, chunk: LogChunk, proc: str, pid: int) -> int:
@@ -144,7 +144,7 @@ class LogBook:
         cut = 0
         while cut < len(logs) - 1 and (cut < excess or self.bytes > self._max_bytes):
             gone = logs[cut:cut + step]
-            self.bytes -= LOG_BYTES * len(gone) + sum(map(sys.getsizeof, map(_TEXT, gone)))
+            self.bytes -= log_lines_bytes(list(map(_TEXT, gone)))
             cut += len(gone)
         del self._keys[:cut], logs[:cut], self._tags_of[:cut]
         self._sorted = len(logs)

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ._budget import GROUP_BYTES, LOG_BYTES
+from ._budget import GROUP_BYTES, log_lines_bytes
 from ._records import LogRecord
 
 _Shared = Callable[[dict[str, Any], "int | None"], dict[str, Any]]
@@ -38,7 +38,7 @@ class LogChunk:
                  texts: list[str], tags: list[dict[str, Any]], contexts: list[Any]) -> None:
         self.hlcs, self.walls, self.streams, self.levels = hlcs, walls, streams, levels
         self.texts, self.tags, self.contexts = texts, tags, contexts
-        self.line_bytes = LOG_BYTES * len(texts) + sum(map(sys.getsizeof, texts))
+        self.line_bytes = log_lines_bytes(texts)
         """The lines' estimated bytes, as the log book counts them (`telemetry._budget`)."""
         self.bytes = GROUP_BYTES + self.line_bytes
         """Estimated bytes of the chunk held whole (a journal's item)."""
