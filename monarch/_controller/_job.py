@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from .._actors import _system_agent as _agent, _supervision
-from .._runtime import _instrument, _malloc, _process_runtime as _process
+from .._runtime import _future, _instrument, _malloc, _process_runtime as _process
 from .._runtime import _controller_calls as _services
 from .. import config, telemetry
 from .._runtime._context import Context, Instance, install_log_prefix, set_root
@@ -150,6 +150,10 @@ class Job:
         self.telemetry_enabled = _instrument.enabled_by_default()
         self.agent = self._local_agent(zygote)
         """This host's agent: its zygote forks the job's local procs."""
+        self.output_relay = zygote.relay if zygote is not None else None
+        """What brings the local procs' stdout and stderr to ours (`_host._output_relay`)."""
+        if self.output_relay is not None:
+            _future.before_result = self.output_relay.drain  # lines before the answers
         if zygote is not None:
             self.agent.start()  # takes the zygote started ahead (closed with the agent)
         self.host_mesh = local_host_mesh(LOCAL_HOST)
@@ -681,6 +685,9 @@ class Job:
         self.watcher.close(self.exit_code, self.exit_reason)
         self.exporters.close()
         self.agent.close()
+        if self.output_relay is not None:
+            _future.before_result = None
+            self.output_relay.close()  # the procs' last output (the zygote ended them)
         self.runtime.close()
         sweep_rdma_segments(self.job_id)  # what a crashed proc's data plane could leave
         release(self.run_dir)

@@ -13,7 +13,7 @@ from .._runtime import _context
 def _start_job() -> None:
     from .._host._agent import start_zygote
 
-    zygote = start_zygote()  # its imports run beside the controller's (`start_zygote`)
+    zygote = start_zygote(relay_output=True)  # its imports run beside the controller's
     from ._job import ensure_job
 
     ensure_job(zygote)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import msgpack
 
+from ._output_relay import OutputRelay
 from ._title import set_cmdline
 
 ZYGOTE = "monarch._proc._zygote"
@@ -112,8 +113,11 @@ class Started:
     """A zygote started ahead of its `HostAgent` (`start_zygote`): its process and our end of
     its socket, for the agent to take."""
 
-    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket,
+                 relay: OutputRelay | None = None) -> None:
         self.process, self.sock = process, sock
+        self.relay = relay
+        """What relays its procs' stdout and stderr (`_output_relay`), if anything does."""
 
     def close(self) -> None:
         """Lets it go unused: its socket closed, it exits."""
@@ -123,25 +127,35 @@ class Started:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.relay is not None:
+            self.relay.close()
 
 
-def start_zygote(python: str | None = None, env: dict[str, str] | None = None) -> Started:
+def start_zygote(python: str | None = None, env: dict[str, str] | None = None,
+                 relay_output: bool = False) -> Started:
     """Starts a zygote (`python -m monarch._proc._zygote`) now, for a `HostAgent` made later
     to take (`started=`): a controller starts its local one first thing, so the zygote's
     imports of the proc runtime (~0.1-0.2 s) run beside the controller's own job start, not
-    after it, at the first `spawn_procs`."""
+    after it, at the first `spawn_procs`. With `relay_output`, its procs' stdout and stderr
+    reach ours through an `OutputRelay` (`Started.relay`; see `_output_relay`)."""
+    relay = OutputRelay.start() if relay_output else None
     ours, theirs = socket.socketpair()
     try:
         process = subprocess.Popen(
             [python or sys.executable, "-m", ZYGOTE, str(theirs.fileno()), str(os.getpid())],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
-            env=proc_environment(env))
+            stdout=relay.fds.get(1) if relay else None,
+            stderr=relay.fds.get(2) if relay else None, env=proc_environment(env))
     except BaseException:
         ours.close()
+        if relay is not None:
+            relay.close()
         raise
     finally:
         theirs.close()
-    return Started(process, ours)
+    if relay is not None:
+        relay.handed_over()
+    return Started(process, ours, relay)
 
 
 class HostAgent:

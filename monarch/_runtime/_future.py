@@ -22,6 +22,11 @@ R = TypeVar("R")
 
 _PENDING, _LAZY, _VALUE, _ERROR = range(4)
 
+before_result: Callable[[], None] | None = None
+"""Run before a future hands its outcome to its consumer (`get`, `await`, `as_asyncio`): in
+the controller, its output relay writes what procs printed before they answered, so a line
+an endpoint printed is out before the caller prints what it returned (`_host._output_relay`)."""
+
 IN_LOOP_GET = ("Future.get() blocks the running asyncio event loop of this thread until the "
                "future settles (an active event loop cannot run meanwhile); use `await future` "
                "or `future.as_asyncio()` there instead")
@@ -122,6 +127,8 @@ class Future(Generic[R]):
             self._start_coro()
         if self._state == _PENDING and not self._wait(timeout):
             raise TimeoutError(f"future not ready after {timeout} seconds")
+        if before_result is not None:
+            before_result()
         return self._resolve()
 
     def get_following(self, timeout: float) -> R:
@@ -169,6 +176,8 @@ class Future(Generic[R]):
             # was handed before the failure (an owner's `__supervise__` of the same failure)
             # runs before the await raises, as it does when the failure wakes the await.
             yield
+        if before_result is not None:
+            before_result()
         return self._resolve()
 
     def as_asyncio(self) -> asyncio.Future[R]:
@@ -378,6 +387,8 @@ def _copy_soon(loop: asyncio.AbstractEventLoop, observer: asyncio.Future[Any],
 def _copy(observer: asyncio.Future[Any], future: Future[Any]) -> None:
     if observer.done():  # cancelled by its owner
         return
+    if before_result is not None:
+        before_result()
     try:
         observer.set_result(future._resolve())
     except StopIteration as exc:  # an asyncio future cannot hold one
