@@ -8,15 +8,16 @@ for `GATHER_S`, and writes all it read with one write. Who reads the job's outpu
 a harness draining a pipe) then wakes a few hundred times a second at most, not once per
 printed line, and a proc's print wakes nobody: at 1,024 actors printing a line per call,
 procs writing straight into a pipe read by `cat` were preempted by the reader ~1,000 times a
-round, and the round took ~10 ms (~15 %) longer (2026-12-07).
+round; relayed, the round took ~20 ms less in one job's alternating blocks (2026-12-07).
 
 Order: a line a proc printed before it answered is out before the caller sees the answer, as
-when procs wrote to the terminal themselves (what Monarch's do): the controller's loop drains
-the pipes (`drain`: a read that finds nothing costs ~1 us) before it dispatches what a poll
-found. The one exception is a drain that finds the thread in the middle of a write (a slow
-terminal): the loop never waits on the output, so the line goes out with the thread's next
-pass, a few ms later. Each write of a proc is relayed whole and in order (the tee writes a
-line with one write; a pipe never splits a write of up to PIPE_BUF bytes).
+when procs wrote to the terminal themselves (what Monarch's do): `Future.get`, `await` and
+`as_asyncio` drain the pipes (`drain`: a read that finds nothing costs ~1 us) before they hand
+out an outcome (`_future.before_result`). The one exception is a drain that finds the thread in
+the middle of a write (a slow terminal): a drain never waits on the output, so the line goes
+out with the thread's next pass, a few ms later. Each write of a proc is relayed whole and in
+order (the tee writes a line with one write; a pipe never splits a write of up to PIPE_BUF
+bytes).
 
 Only a pipe, a socket or a terminal gets a relay: output to a file or /dev/null wakes nobody,
 and the procs write it directly, as before. Procs on other hosts write to their worker's
@@ -32,6 +33,7 @@ import stat
 import sys
 import threading
 import time
+from typing import Any
 
 from .._wire._switch import switch
 
@@ -83,7 +85,8 @@ class OutputRelay:
             self._streams.append(_Stream(r, os.dup(fds[0])))
             for fd in fds:
                 self.fds[fd] = w
-        self._lock = threading.Lock()  # one pass at a time; the loop's drain never waits on it
+        self._lock = threading.Lock()  # one pass at a time; a drain never waits on it
+        self._buffer = memoryview(bytearray(READ_BYTES))  # reads land here (no 1 MiB allocations)
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="monarch-output", daemon=True)
@@ -97,10 +100,9 @@ class OutputRelay:
         self.fds = {}
 
     def drain(self) -> None:
-        """Writes what the pipes hold now (the controller's loop, before it dispatches what
-        it read: the lines procs printed before they answered go out first). Never waits on
-        the output: a stream that is not writable, or the thread in a pass, leaves the rest
-        to the thread."""
+        """Writes what the pipes hold now (before a future hands out an answer: the lines
+        procs printed before they answered go out first). Never waits on the output: a
+        stream that is not writable, or the thread in a pass, leaves the rest to the thread."""
         if not self._lock.acquire(blocking=False):
             return
         try:
@@ -138,11 +140,16 @@ class OutputRelay:
             pass  # a wake is pending already
 
     def _run(self) -> None:
+        """The thread: wakes at output (or a poke), lets it gather, writes it; ends when every
+        pipe is at EOF or `close` says so. Only this thread removes a stream (and `close`,
+        once it ended), so the fds it polls stay open."""
+        poller = select.poll()  # not select(): no limit on the fds' numbers
+        for fd in (*(s.read for s in self._streams), self._wake_r):
+            poller.register(fd, select.POLLIN)
         again = False
         while self._streams and not self._closing:
-            reads = [s.read for s in self._streams]
             if not again:
-                ready, _, _ = select.select([*reads, self._wake_r], [], [])
+                ready = {fd for fd, _ in poller.poll()}
                 if self._wake_r in ready:
                     try:
                         os.read(self._wake_r, 4096)
@@ -150,31 +157,35 @@ class OutputRelay:
                         pass
                 if self._closing:
                     return
-                if any(fd in ready for fd in reads):
+                if ready - {self._wake_r}:
                     time.sleep(GATHER_S)
             with self._lock:
-                again = self._pass(block=True)
+                again = self._pass(block=True, reap=poller)
 
-    def _pass(self, block: bool) -> bool:
+    def _pass(self, block: bool, reap: Any = None) -> bool:
         """Reads what each pipe holds and writes it (`block`: all of it, however long the
         stream takes; else what it takes now). True when something is left to do at once:
-        a read came back full, or output waits for a stream to take it. Under `_lock`."""
+        a read came back full, or output waits for a stream to take it. A pipe at EOF (every
+        writer gone) is closed when `reap` (the thread's poller) is given. Under `_lock`."""
         more = False
+        buffer = self._buffer
         for stream in list(self._streams):
             try:
-                data = os.read(stream.read, READ_BYTES)
+                n = os.readv(stream.read, [buffer])
             except BlockingIOError:
-                data = None
+                n = -1
             except OSError:
-                data = b""
-            if data == b"" and not stream.pending:  # every writer is gone
-                self._streams.remove(stream)
-                os.close(stream.read)
-                os.close(stream.out)
+                n = 0
+            if n == 0 and not stream.pending:  # every writer is gone
+                if reap is not None:
+                    reap.unregister(stream.read)
+                    self._streams.remove(stream)
+                    os.close(stream.read)
+                    os.close(stream.out)
                 continue
-            if data:
-                stream.pending += data
-                more = more or len(data) == READ_BYTES
+            if n > 0:
+                stream.pending += buffer[:n]
+                more = more or n == READ_BYTES
             if stream.pending:
                 _write(stream, block)
                 more = more or bool(stream.pending)
@@ -188,7 +199,9 @@ def _write(stream: _Stream, block: bool) -> None:
     try:
         while pending:
             if not block:
-                if not select.select([], [stream.out], [], 0)[1]:
+                poller = select.poll()
+                poller.register(stream.out, select.POLLOUT)
+                if not poller.poll(0):
                     return
                 del pending[:os.write(stream.out, pending[:_PIPE_BUF])]
             else:
