@@ -193,6 +193,10 @@ class Recorder:
         queues = self._queues
         return bool(self._logs or queues["failure"] or queues["transfer"])
 
+    def urgent(self) -> bool:
+        """True when a failure waits: it ships at the next look, whatever the live pace."""
+        return bool(self._queues["failure"])
+
     def drain(self, max_items: int = 4096, live_only: bool = False) -> list[Any] | None:
         """Takes up to ``max_items`` records of each kind and returns them as a batch wire list.
 

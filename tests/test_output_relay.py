@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.timeout(240)
 
 SCRIPT = textwrap.dedent('''
-    import asyncio, atexit, os, sys
+    import asyncio, atexit, os, sys, time
     from monarch.actor import Actor, endpoint, this_host
 
     class Printer(Actor):
@@ -50,7 +50,13 @@ SCRIPT = textwrap.dedent('''
     asyncio.run(awaited())
     print("fds", mine == theirs[0], theirs[0][0] == theirs[0][1], theirs[0][0] == mine[0],
           flush=True)
-    mesh.burst.call(MODE_LINES).get(timeout=120)
+    burst = mesh.burst.call(MODE_LINES)
+    i = 0
+    while not burst.done():  # the script prints while the relay writes the procs' lines
+        print(f"ctl {i:06d} " + "y" * 100, flush=True)
+        i += 1
+        time.sleep(0.001)
+    burst.get(timeout=120)
     print("burst done", flush=True)
     mesh.last_words.call().get(timeout=60)
     procs.stop().get(timeout=60)
@@ -64,6 +70,9 @@ def run(tmp_path: Path, *, merged: bool = False, relay: str | None = None,
     script.write_text(SCRIPT.replace("MODE_LINES", str(BURST)))
     env = dict(os.environ)
     env.pop("MONARCH_OUTPUT_RELAY", None)
+    # the script's print is then one write (PYTHONUNBUFFERED writes its text and its newline
+    # apart, and any other writer's line may land between the two, relayed or not)
+    env.pop("PYTHONUNBUFFERED", None)
     if relay is not None:
         env["MONARCH_OUTPUT_RELAY"] = relay
     return subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, text=True,
@@ -95,6 +104,10 @@ def test_lines_arrive_whole_in_order_and_before_the_answers(tmp_path):
         assert [int(line.split()[2]) for line in mine] == list(range(BURST))
         assert all(line.endswith(" " + "x" * 100) for line in mine)
     assert lines.index("burst done") > max(lines.index(line) for line in burst[-2:])
+    # the script's own lines, printed meanwhile, land between the procs' lines, never inside
+    ours = [line for line in lines if "ctl " in line]
+    assert ours and all(line.startswith("ctl ") and line.endswith(" " + "y" * 100)
+                        for line in ours)
     # what procs print just before the script stops them still comes out
     assert len([line for line in lines if line.startswith("last words from ")]) == 2
 

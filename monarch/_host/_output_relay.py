@@ -13,11 +13,12 @@ round; relayed, the round took ~20 ms less in one job's alternating blocks (2026
 Order: a line a proc printed before it answered is out before the caller sees the answer, as
 when procs wrote to the terminal themselves (what Monarch's do): `Future.get`, `await` and
 `as_asyncio` drain the pipes (`drain`: a read that finds nothing costs ~1 us) before they hand
-out an outcome (`_future.before_result`). The one exception is a drain that finds the thread in
-the middle of a write (a slow terminal): a drain never waits on the output, so the line goes
-out with the thread's next pass, a few ms later. Each write of a proc is relayed whole and in
+out an outcome (`_future.before_result`). The one exception is a reader that takes nothing for
+`DRAIN_WAIT_S` (a paused terminal): a drain waits no longer, and the thread writes the rest
+when it can. Each write of a proc is relayed whole and in
 order (the tee writes a line with one write; a pipe never splits a write of up to PIPE_BUF
-bytes).
+bytes), and the relay writes whole lines of at most PIPE_BUF bytes at a time, so a line the
+controller prints meanwhile lands between two lines, never inside one.
 
 Only a pipe, a socket or a terminal gets a relay: output to a file or /dev/null wakes nobody,
 and the procs write it directly, as before. Procs on other hosts write to their worker's
@@ -43,6 +44,9 @@ READ_BYTES = 1 << 20
 """The most one read takes; a read this full is followed by another at once."""
 PIPE_BYTES = 1 << 20
 """The pipes' capacity (Linux's default is 64 KiB): room for a burst while output gathers."""
+DRAIN_WAIT_S = 0.25
+"""The longest a drain (`get`, `await`) waits for the output to go out; past it, order may
+slip (a terminal or reader that takes nothing for this long)."""
 CLOSE_WAIT_S = 1.0
 """How long `close` waits for the procs' last output (every writer gone: EOF)."""
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, Linux
@@ -54,6 +58,7 @@ class _Stream:
     read: int  # the pipe's read end (non-blocking)
     out: int  # a dup of the controller's stream at the start
     pending: bytearray = dataclasses.field(default_factory=bytearray)  # read, not written
+    complete: bool = True  # the last read emptied the pipe: `pending` ends where a write did
 
 
 class OutputRelay:
@@ -101,12 +106,14 @@ class OutputRelay:
 
     def drain(self) -> None:
         """Writes what the pipes hold now (before a future hands out an answer: the lines
-        procs printed before they answered go out first). Never waits on the output: a
-        stream that is not writable, or the thread in a pass, leaves the rest to the thread."""
-        if not self._lock.acquire(blocking=False):
+        procs printed before they answered go out first). Waits `DRAIN_WAIT_S` at most, for
+        the thread's pass and for the stream to take the output; what a slow stream did not
+        take by then, the thread writes."""
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        if not self._lock.acquire(timeout=DRAIN_WAIT_S):
             return
         try:
-            if self._pass(block=False):
+            if self._pass(deadline):
                 self._poke()
         finally:
             self._lock.release()
@@ -122,7 +129,7 @@ class OutputRelay:
         if not self._lock.acquire(timeout=CLOSE_WAIT_S):
             return  # the thread waits on a stream that takes nothing: the exit ends it
         try:
-            self._pass(block=True)
+            self._pass(None)
             for stream in self._streams:
                 for fd in (stream.read, stream.out):
                     os.close(fd)
@@ -160,13 +167,13 @@ class OutputRelay:
                 if ready - {self._wake_r}:
                     time.sleep(GATHER_S)
             with self._lock:
-                again = self._pass(block=True, reap=poller)
+                again = self._pass(None, reap=poller)
 
-    def _pass(self, block: bool, reap: Any = None) -> bool:
-        """Reads what each pipe holds and writes it (`block`: all of it, however long the
-        stream takes; else what it takes now). True when something is left to do at once:
-        a read came back full, or output waits for a stream to take it. A pipe at EOF (every
-        writer gone) is closed when `reap` (the thread's poller) is given. Under `_lock`."""
+    def _pass(self, deadline: float | None, reap: Any = None) -> bool:
+        """Reads what each pipe holds and writes it (by `deadline`, see `_write`). True when
+        something is left to do at once: a read came back full, or output waits for a stream
+        to take it. A pipe at EOF (every writer gone) is closed when `reap` (the thread's
+        poller) is given. Under `_lock`."""
         more = False
         buffer = self._buffer
         for stream in list(self._streams):
@@ -185,27 +192,41 @@ class OutputRelay:
                 continue
             if n > 0:
                 stream.pending += buffer[:n]
-                more = more or n == READ_BYTES
+            # a full read may end inside a line: its tail waits for the next read (an empty
+            # pipe or EOF says the tail is all there is)
+            stream.complete = n < READ_BYTES
+            more = more or not stream.complete
             if stream.pending:
-                _write(stream, block)
+                _write(stream, deadline)
                 more = more or bool(stream.pending)
         return more
 
 
-def _write(stream: _Stream, block: bool) -> None:
-    """Writes `stream.pending` (or, not `block`ing, what the stream takes now, PIPE_BUF at a
-    time); a stream whose reader is gone drops it: procs never wait on a reader that left."""
+def _write(stream: _Stream, deadline: float | None) -> None:
+    """Writes `stream.pending`, waiting for the stream to take it until `deadline`
+    (`time.monotonic`; None: however long it takes). A stream whose reader is gone drops it:
+    procs never wait on a reader that left.
+
+    Each write is at most PIPE_BUF bytes and ends at a line's end where one is in reach: the
+    controller's own prints share the stream, and a pipe keeps a write whole only up to
+    PIPE_BUF (a megabyte written at once let a line the script printed meanwhile land in the
+    middle of a proc's line, under load). After a read that filled the buffer (it may end
+    inside a line) only whole lines are written; the rest waits for the next read."""
     pending = stream.pending
+    end = len(pending) if stream.complete else pending.rfind(b"\n") + 1
     try:
-        while pending:
-            if not block:
+        while end > 0:
+            if deadline is not None:
                 poller = select.poll()
                 poller.register(stream.out, select.POLLOUT)
-                if not poller.poll(0):
+                if not poller.poll(max(0, int((deadline - time.monotonic()) * 1000))):
                     return
-                del pending[:os.write(stream.out, pending[:_PIPE_BUF])]
-            else:
-                del pending[:os.write(stream.out, pending)]
+            size = end
+            if size > _PIPE_BUF:
+                size = pending.rfind(b"\n", 0, _PIPE_BUF) + 1 or _PIPE_BUF
+            written = os.write(stream.out, pending[:size])
+            del pending[:written]
+            end -= written
     except OSError:
         pending.clear()
 

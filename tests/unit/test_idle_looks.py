@@ -5,7 +5,7 @@ most of it looking 10 times a second at nothing), `Recorder.on_live` wakes them.
 from __future__ import annotations
 
 from monarch._runtime._instrument import BULK_S, IDLE_TICK_S, LIVE_S, SHIP_S, Looks, Pace
-from telemetry._records import TransferRecord
+from telemetry._records import FailureRecord, TransferRecord
 from telemetry._recorder import Recorder
 
 
@@ -55,7 +55,7 @@ def test_spans_do_not_wake_the_looks() -> None:
     assert calls == [] and recorder.pending() == 1
 
 
-def test_a_stream_of_lines_ships_four_times_a_second_and_a_lone_line_at_once() -> None:
+def test_a_stream_of_lines_ships_twice_a_second_and_a_lone_line_at_once() -> None:
     """Live records leave at the next look after a quiet spell, and no sooner than `LIVE_S`
     after the last shipment while they keep coming (each shipment costs both sides a fixed
     ~0.5 ms); the bulk leaves every `BULK_S`."""
@@ -67,3 +67,16 @@ def test_a_stream_of_lines_ships_four_times_a_second_and_a_lone_line_at_once() -
     assert not pace.bulk_due(100.0 + BULK_S - 0.01) and pace.bulk_due(100.0 + BULK_S)
     pace.sent_at = pace.bulk_at = 101.0  # a bulk shipment carries the lines too
     assert not pace.live_due(101.1) and pace.live_due(105.0)
+
+
+def test_a_failure_does_not_wait_for_the_live_pace() -> None:
+    """Lines wait for `LIVE_S` while they keep coming; a failure is urgent: the next look
+    ships it whatever the pace."""
+    recorder = Recorder()
+    recorder.add_log((0, 0, "stdout", "INFO", "a line", {}, None))
+    assert recorder.live() and not recorder.urgent()
+    recorder.add_failure(FailureRecord(mesh="m", rank=0, actor_class="A", host="h", pid=1,
+                                       exit_code=None, signal=None, reason="boom"))
+    assert recorder.urgent()
+    recorder.drain(live_only=True)
+    assert not recorder.urgent() and not recorder.live()
