@@ -90,7 +90,7 @@ class OutputRelay:
             self._streams.append(_Stream(r, os.dup(fds[0])))
             for fd in fds:
                 self.fds[fd] = w
-        self._lock = threading.Lock()  # one pass at a time; a drain never waits on it
+        self._lock = threading.Lock()  # one pass at a time (a drain waits DRAIN_WAIT_S at most)
         self._buffer = memoryview(bytearray(READ_BYTES))  # reads land here (no 1 MiB allocations)
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._closing = False
