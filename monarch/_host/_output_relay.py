@@ -4,9 +4,9 @@ batches, and before the answers that follow it.
 The local zygote, and so every local proc, writes its stdout and stderr into pipes (one per
 stream, or one when the two are the same file: a terminal, `2>&1`, so their lines keep their
 order) that a thread of the controller reads: it wakes at the first bytes, lets more gather
-for `GATHER_S`, and writes all it read with one write. Who reads the job's output (a terminal,
-a harness draining a pipe) then wakes a few hundred times a second at most, not once per
-printed line, and a proc's print wakes nobody: at 1,024 actors printing a line per call,
+for `GATHER_S`, and writes all it read at once (whole lines, PIPE_BUF bytes a write at most).
+Who reads the job's output (a terminal, a harness draining a pipe) then wakes a few times per
+pass, not once per printed line, and a proc's print wakes nobody: at 1,024 actors printing a line per call,
 procs writing straight into a pipe read by `cat` were preempted by the reader ~1,000 times a
 round; relayed, the round took ~20 ms less in one job's alternating blocks (2026-12-07).
 
@@ -31,7 +31,6 @@ import dataclasses
 import os
 import select
 import stat
-import sys
 import threading
 import time
 from typing import Any
@@ -242,10 +241,4 @@ def _groups() -> list[tuple[int, ...]]:
         if (stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode)
                 or (stat.S_ISCHR(info.st_mode) and os.isatty(fd))):
             found.setdefault((info.st_dev, info.st_ino), []).append(fd)
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
     return [tuple(fds) for fds in found.values()]
