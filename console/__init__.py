@@ -15,7 +15,7 @@ REFRESH_S = 0.45
 """Seconds between the console's polls by default: a little over two refreshes a second (a
 0.5 s beat gave 1.98-2.01 a second, on the line of the two it must keep). At 1,024 busy actors
 a poll costs the controller ~17 ms of CPU (the topology ~13 of it), ~3.8 % of a core at this
-rate; the metrics behind it are shipped every 0.5 s (`_instrument.BULK_S`), while states,
+rate; the metrics behind it are shipped every second (`_instrument.BULK_S`), while states,
 failures and stalls are live."""
 
 

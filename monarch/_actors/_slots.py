@@ -34,10 +34,10 @@ from .._wire._messages import ERROR, FAILED, OK, Call
 from ..telemetry import begin_invocation, end_invocation
 
 _time_ns = time.time_ns
-UNSHIPPED = 8192
+UNSHIPPED = 16384
 """Flight-recorder entries an actor holds until the process's telemetry takes them (every
-0.1 s, `_runtime._instrument.actor_sampler`); past it a new entry is dropped and counted
-(``telemetry_dropped{kind="message"}``). A ring of the newest 64 lost the oldest, uncounted,
+0.25 s, `_runtime._instrument.actor_sampler`: 65,536 a second); past it a new entry is dropped
+and counted (``telemetry_dropped{kind="message"}``). A ring of the newest 64 lost the oldest, uncounted,
 once an actor handled over ~640 messages a second (an endurance loop on a fast machine lost
 1-4 % of its flight records that way)."""
 
