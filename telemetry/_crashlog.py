@@ -1,6 +1,6 @@
 """What a proc recorded but may not have shipped, kept where its SIGKILL cannot take it.
 
-A proc ships its records every 100 ms; one killed between two shipments took the log lines
+A proc ships its records up to twice a second; one killed between two shipments took the log lines
 and user spans of its last moments with it (the ones that explain the kill). So each accepted
 line and user span is also copied, in its msgpack form, into a file of its own mapped into
 memory: two files used in turn (``<stem>.tlog0``, ``<stem>.tlog1``). A store into a shared file

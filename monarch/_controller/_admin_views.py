@@ -345,7 +345,7 @@ class MetricIndex:
     counters (it reads `INDEX_METRICS`; `of` takes them from a store, metric by metric).
 
     Hot: `stats` runs for every actor at every topology poll (1,024 actors, twice a second
-    under `monarch top`, each actor's points new every 0.1 s in a busy job), so an actor's
+    under `monarch top`, each actor's points new every second in a busy job), so an actor's
     messages and newest method are summed here once, as the points are indexed."""
 
     def __init__(self, named: dict[str, list[telemetry.MetricPoint]]) -> None:
