@@ -4,9 +4,8 @@ Everything every process shipped, kept in memory up to fixed limits (oldest evic
 for ranks and processes that have died. Thread-safe: the I/O thread ingests while the admin API
 and the console query and subscribe.
 
-Ingesting is on the controller's hot path (every process ships up to twice a second: 64 procs,
-128 batches): site spans are checked column by column and kept as they came
-(`monarch.telemetry._spanlog`), log lines too
+Ingesting is on the controller's hot path (each process ships up to twice a second): site spans
+are checked column by column and kept as they came (`monarch.telemetry._spanlog`), log lines too
 (`_logchunk`, `_logbook`); records are made for what a query returns, or for subscribers.
 """
 
