@@ -37,9 +37,9 @@ _time_ns = time.time_ns
 UNSHIPPED = 16384
 """Flight-recorder entries an actor holds until the process's telemetry takes them (every
 0.25 s, `_runtime._instrument.actor_sampler`: 65,536 a second); past it a new entry is dropped
-and counted (``telemetry_dropped{kind="message"}``). A ring of the newest 64 lost the oldest, uncounted,
-once an actor handled over ~640 messages a second (an endurance loop on a fast machine lost
-1-4 % of its flight records that way)."""
+and counted (``telemetry_dropped{kind="message"}``). A ring of the newest 64 lost the oldest,
+uncounted, once an actor handled over ~640 messages a second (an endurance loop on a fast
+machine lost 1-4 % of its flight records that way)."""
 
 STARTING, RUNNING, FAILED_STATE, STOPPED = "starting", "running", "failed", "stopped"
 _STOP = object()
