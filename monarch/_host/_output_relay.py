@@ -6,9 +6,10 @@ stream, or one when the two are the same file: a terminal, `2>&1`, so their line
 order) that a thread of the controller reads: it wakes at the first bytes, lets more gather
 for `GATHER_S`, and writes all it read at once (whole lines, PIPE_BUF bytes a write at most).
 Who reads the job's output (a terminal, a harness draining a pipe) then wakes a few times per
-pass, not once per printed line, and a proc's print wakes nobody: at 1,024 actors printing a line per call,
-procs writing straight into a pipe read by `cat` were preempted by the reader ~1,000 times a
-round; relayed, the round took ~20 ms less in one job's alternating blocks (2026-12-07).
+pass, not once per printed line, and a proc's print wakes nobody: at 1,024 actors printing a
+line per call, procs writing straight into a pipe read by `cat` were preempted by the reader
+~1,000 times a round; relayed, the round took ~20 ms less in one job's alternating blocks
+(2026-12-07).
 
 Order: a line a proc printed before it answered is out before the caller sees the answer, as
 when procs wrote to the terminal themselves (what Monarch's do): `Future.get`, `await` and
