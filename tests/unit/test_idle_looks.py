@@ -4,7 +4,10 @@ most of it looking 10 times a second at nothing), `Recorder.on_live` wakes them.
 
 from __future__ import annotations
 
-from monarch._runtime._instrument import BULK_S, IDLE_TICK_S, LIVE_S, SHIP_S, Looks, Pace
+from monarch._actors._slots import UNSHIPPED
+from monarch._runtime._instrument import (BACKLOG, BULK_S, DRAIN_ITEMS, IDLE_TICK_S, LIVE_S,
+                                          SHIP_S, Looks, Pace)
+from telemetry._sites import invocation_site
 from telemetry._records import FailureRecord, TransferRecord
 from telemetry._recorder import Recorder
 
@@ -80,3 +83,21 @@ def test_a_failure_does_not_wait_for_the_live_pace() -> None:
     assert recorder.urgent()
     recorder.drain(live_only=True)
     assert not recorder.urgent() and not recorder.live()
+
+
+def test_a_look_every_ship_s_still_drains_as_fast_as_a_look_every_tenth_of_a_second() -> None:
+    """The looks were spaced from 0.1 s to `SHIP_S`: one shipment takes `DRAIN_ITEMS` of a
+    kind (a backlog of `BACKLOG` ships at the next look), so a busy proc's spans and flight
+    records leave at least as fast as 4,096 a kind every 0.1 s did, and an actor's flight
+    recorder holds what it records between two looks at the 8,192 per 0.1 s it held before."""
+    assert DRAIN_ITEMS / SHIP_S >= 4096 / 0.1
+    assert UNSHIPPED / SHIP_S >= 8192 / 0.1
+    site = invocation_site("drained", "Drained", 0, "step")
+    recorder = Recorder()
+    for i in range(DRAIN_ITEMS):
+        recorder.add_site_span((site.id, bytes(16), i.to_bytes(8, "big"), None, i, None,
+                                i + 1, "ok"))
+    assert recorder.due(BACKLOG)
+    wire = recorder.drain(DRAIN_ITEMS)
+    assert wire is not None and len(wire[8][0]) == DRAIN_ITEMS  # every span, one shipment
+    assert recorder.pending() == 0
