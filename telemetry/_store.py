@@ -288,6 +288,10 @@ class Store:
         """Returns the last topology snapshot given to `set_topology` (None before)."""
         return self._topology
 
+    def followed(self) -> bool:
+        """Whether a subscription is open (someone follows what comes in live)."""
+        return bool(self._subscriptions)
+
     def statistics(self) -> StoreStatistics:
         """Returns a snapshot of the store's counters."""
         with self._lock:
@@ -310,14 +314,10 @@ class Store:
 
     def subscribe(self, kinds: Iterable[str] = ALL_KINDS, maxsize: int = 10_000,
                   notify: Callable[[], None] | None = None) -> Subscription:
-        """Returns a live feed of records of ``kinds`` ingested from now on.
-
-        Args:
-            kinds: any of ``span``, ``log``, ``metric``, ``transfer``, ``failure``.
-            maxsize: records queued before the newest are dropped (and counted).
-            notify: called (on the ingesting thread) after records were queued; e.g.
-                ``lambda: loop.call_soon_threadsafe(event.set)`` for an asyncio consumer.
-        """
+        """Returns a live feed of records of ``kinds`` (any of ``span``, ``log``, ``metric``,
+        ``transfer``, ``failure``) ingested from now on: ``maxsize`` records queued before the
+        newest are dropped (and counted); ``notify`` is called (on the ingesting thread) after
+        records were queued (``lambda: loop.call_soon_threadsafe(event.set)``, say)."""
         subscription = Subscription(kinds, maxsize, notify, self._unsubscribe)
         with self._lock:
             self._subscriptions.append(subscription)

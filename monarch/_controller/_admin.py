@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import os
 import secrets
 import socket
@@ -116,6 +117,9 @@ class AdminServer:
         self.api = AdminApi(job, lambda: self.address, self.costs)
         self.discovery: Path = Path(job.run_dir) / DISCOVERY
         self.errors = 0
+        self.last_request = -math.inf
+        """`time.monotonic()` of the last authorized request (the job counts as watched a
+        while after one: `_watched`)."""
         self._wrote = False  # only the server that wrote the discovery file removes it
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
@@ -225,6 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # its body (if any) stays unread
                 self._json(401, {"error": refusal})
                 return
+            admin.last_request = time.monotonic()
             body = self._body()
             route = admin.api.routes.get(key)
             if route is None:

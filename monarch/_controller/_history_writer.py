@@ -240,12 +240,15 @@ class Watcher:
             self.tick()
 
     def tick(self) -> None:
-        """One pass: stalls, then the history; every `TRIM_S`, free memory back to the system
-        (`_runtime._malloc.trim`)."""
+        """One pass: who watches (`_watched`), stalls, then the history; every `TRIM_S`, free
+        memory back to the system (`_runtime._malloc.trim`)."""
         try:
             if time.monotonic() >= self._next_trim:
                 self._next_trim = time.monotonic() + TRIM_S
                 _malloc.trim()
+            watched = getattr(self.job, "watched", None)
+            if watched is not None:  # the procs' pace of log lines follows who watches
+                watched.look()
             stalled = self.job.store.check_stalls(self.stall_s)
             telemetry.process_recorder().metrics.set(("stalled_handlers",), stalled)
             if self.history is None:

@@ -48,6 +48,7 @@ from ._admin import parse_addr
 from ._exporters import metrics_port, start_exporters
 from ._history_writer import DEFAULT_HISTORY_MB, Watcher
 from ._logstream import LogStreamer
+from ._watched import Watched
 from ._remote import Workers
 from ._supervisor import RUNNING, STARTING, STOPPING, ProcRecord, Supervisor
 
@@ -132,6 +133,8 @@ class Job:
         _process.set_current(self.runtime)
         self.runtime.learn_table("ctl", (self.runtime.address,))
         self.store = telemetry.Store(budget=budget)
+        self.watched = Watched(self)
+        """Whether anyone watches the job live (the procs' pace of log lines, `_watched`)."""
         self.supervisor = Supervisor(self.runtime, on_failure=self._record_failure,
                                      on_started=self._proc_started)
         self.supervisor.log_tail = self._log_tail
@@ -474,7 +477,9 @@ class Job:
         return host
 
     def _proc_started(self, record: ProcRecord) -> None:
-        """Once every proc of a remote mesh announced its address, everyone gets the table."""
+        """Once every proc of a remote mesh announced its address, everyone gets the table.
+        A proc that starts while someone watches the job is told so."""
+        self.watched.proc_started(record)
         if not self._first_ready and self.telemetry_enabled:
             self._first_ready = True
             telemetry.process_recorder().metrics.set(("start_to_first_proc_ready_seconds",),

@@ -166,6 +166,8 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
     runtime.notice_handlers["log_level"] = lambda body: logging.getLogger().setLevel(
         body["level"])
     runtime.notice_handlers["flush_output"] = lambda body: _flush_output(runtime, body)
+    # whether someone watches the job live: lines leave twice a second, else once
+    runtime.notice_handlers["telemetry_watched"] = _instrument.set_watched
 
 
 def _flush_output(runtime: ProcessRuntime, body: dict[str, Any]) -> None:
