@@ -4,9 +4,12 @@ most of it looking 10 times a second at nothing), `Recorder.on_live` wakes them.
 
 from __future__ import annotations
 
+import pytest
+
 from monarch._actors._slots import UNSHIPPED
+from monarch._runtime import _instrument
 from monarch._runtime._instrument import (BACKLOG, BULK_S, DRAIN_ITEMS, IDLE_TICK_S, LIVE_S,
-                                          SHIP_S, Looks, Pace)
+                                          SHIP_S, UNWATCHED_LIVE_S, Looks, Pace)
 from telemetry._sites import invocation_site
 from telemetry._records import FailureRecord, TransferRecord
 from telemetry._recorder import Recorder
@@ -58,15 +61,21 @@ def test_spans_do_not_wake_the_looks() -> None:
     assert calls == [] and recorder.pending() == 1
 
 
-def test_a_stream_of_lines_ships_twice_a_second_and_a_lone_line_at_once() -> None:
+@pytest.mark.parametrize("watched", [True, False])
+def test_a_stream_of_lines_ships_at_the_live_pace_and_a_lone_line_at_once(
+        watched: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Live records leave at the next look after a quiet spell, and no sooner than `LIVE_S`
-    after the last shipment while they keep coming (each shipment costs both sides a fixed
-    ~0.5 ms); the bulk leaves every `BULK_S`."""
+    (someone watches the job live) or `UNWATCHED_LIVE_S` (nobody does) after the last
+    shipment while they keep coming (each shipment costs both sides a fixed ~0.5 ms); the
+    bulk leaves every `BULK_S`."""
+    monkeypatch.setattr(_instrument, "WATCHED", watched)
+    live_s = LIVE_S if watched else UNWATCHED_LIVE_S
+    assert LIVE_S < UNWATCHED_LIVE_S <= BULK_S
     pace = Pace(now=100.0)
     assert pace.live_due(100.1)  # nothing shipped yet: a first line goes at once
     pace.sent_at = 100.1
-    assert not pace.live_due(100.2) and not pace.live_due(100.3)
-    assert pace.live_due(100.1 + LIVE_S)
+    assert not pace.live_due(100.2) and not pace.live_due(100.1 + live_s - 0.01)
+    assert pace.live_due(100.1 + live_s)
     assert not pace.bulk_due(100.0 + BULK_S - 0.01) and pace.bulk_due(100.0 + BULK_S)
     pace.sent_at = pace.bulk_at = 101.0  # a bulk shipment carries the lines too
     assert not pace.live_due(101.1) and pace.live_due(105.0)
