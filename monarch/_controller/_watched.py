@@ -10,8 +10,9 @@ exporter, an in-process `Store.subscribe`) or while the admin API served a reque
 `ADMIN_WATCH_S` (a console polls it several times a second, `monarch status` once).
 
 The watcher thread looks every `WATCH_S` (`Watched.look`); when the answer changes, every
-proc with an address gets the notice ``telemetry_watched`` (sent on the loop), and a proc that
-starts while someone watches gets it as it starts (`proc_started`): procs start unwatched.
+proc with an address gets the notice ``telemetry_watched`` (`_instrument.WATCHED_NOTICE`, sent
+on the loop), and a proc that starts while someone watches gets it as it starts
+(`proc_started`): procs start unwatched.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ import math
 import time
 from typing import Any
 
+from .._runtime._instrument import WATCHED_NOTICE
 from ._supervisor import RUNNING, STARTING
 
 ADMIN_WATCH_S = 5.0
 """How long after an admin API request the job counts as watched."""
-
-NOTICE = "telemetry_watched"
-"""The procs' notice: {"watched": bool} (`_runtime._instrument.set_watched`)."""
 
 
 class Watched:
@@ -57,9 +56,9 @@ class Watched:
         body = {"watched": watched}
         for record in list(self._job.supervisor.procs.values()):
             if record.state in (STARTING, RUNNING) and record.address:
-                self._job.runtime.notify(record.address, NOTICE, body)
+                self._job.runtime.notify(record.address, WATCHED_NOTICE, body)
 
     def proc_started(self, record: Any) -> None:
         """A proc announced its address (on the loop): it is told if someone watches."""
         if self.watched and record.address:
-            self._job.runtime.notify(record.address, NOTICE, {"watched": True})
+            self._job.runtime.notify(record.address, WATCHED_NOTICE, {"watched": True})

@@ -167,7 +167,7 @@ def install_system_methods(runtime: ProcessRuntime, proc_mesh: Any) -> None:
         body["level"])
     runtime.notice_handlers["flush_output"] = lambda body: _flush_output(runtime, body)
     # whether someone watches the job live: lines leave twice a second, else once
-    runtime.notice_handlers["telemetry_watched"] = _instrument.set_watched
+    runtime.notice_handlers[_instrument.WATCHED_NOTICE] = _instrument.set_watched
 
 
 def _flush_output(runtime: ProcessRuntime, body: dict[str, Any]) -> None:

@@ -75,10 +75,14 @@ forwarding, an OTLP exporter): the controller says so (`set_watched`, notice
 ``telemetry_watched``, see `_controller._watched`), and lines then leave every `LIVE_S`."""
 
 
+WATCHED_NOTICE = "telemetry_watched"
+"""The controller's notice to its procs of who watches (body: {"watched": bool})."""
+
+
 def set_watched(body: dict[str, Any]) -> None:
-    """The controller's notice ``telemetry_watched``: {"watched": bool}."""
+    """`WATCHED_NOTICE`'s handler in a proc."""
     global WATCHED
-    WATCHED = bool(body["watched"])
+    WATCHED = bool(body.get("watched"))
 
 
 def enabled_by_default() -> bool:
